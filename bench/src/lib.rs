@@ -1,0 +1,2 @@
+//! Tools built on `erdma`: device inspection and NCCL collective benchmarks.
+#![warn(missing_docs)]

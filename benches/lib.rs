@@ -1,0 +1,1 @@
+//! Criterion benchmarks of erdma; see the `[[bench]]` targets.

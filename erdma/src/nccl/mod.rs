@@ -1,0 +1,1 @@
+//! NCCL communicators and collectives (libnccl.so.2 loaded at run time).

@@ -1,0 +1,1 @@
+//! Examples for erdma live as `[[example]]` targets beside this file.
