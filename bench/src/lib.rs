@@ -1,2 +1,4 @@
 //! Tools built on `erdma`: device inspection and NCCL collective benchmarks.
 #![warn(missing_docs)]
+
+pub mod nccltests;

@@ -1,0 +1,239 @@
+//! Bit layouts and correctly rounded conversions for the floating-point
+//! element types. half, bfloat16 and the two fp8 formats have no Rust
+//! primitive; values go through f64, which is exact for every format here,
+//! and one round-to-nearest-even step back. Arithmetic done as "exact in f64,
+//! then round once" equals CUDA's `__hadd`/`__hmul` results because f64 has
+//! more than 2p+2 bits for every format p <= 24 (double rounding is then
+//! innocuous).
+
+use crate::nccltests::types::DataType;
+
+/// Exponent and mantissa widths of a float format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Exponent bits.
+    pub exp_bits: u32,
+    /// Explicit mantissa bits.
+    pub mant_bits: u32,
+}
+
+impl Layout {
+    /// The exponent bias.
+    pub fn bias(self) -> i32 {
+        (1 << (self.exp_bits - 1)) - 1
+    }
+
+    /// Mask of the mantissa field.
+    pub fn mant_mask(self) -> u64 {
+        (1u64 << self.mant_bits) - 1
+    }
+}
+
+/// The layout of a floating-point type (None for integers).
+pub fn layout(dt: DataType) -> Option<Layout> {
+    let (exp_bits, mant_bits) = match dt {
+        DataType::Half => (5, 10),
+        DataType::Float => (8, 23),
+        DataType::Double => (11, 52),
+        DataType::Bfloat16 => (8, 7),
+        DataType::F8e4m3 => (4, 3),
+        DataType::F8e5m2 => (5, 2),
+        _ => return None,
+    };
+    Some(Layout {
+        exp_bits,
+        mant_bits,
+    })
+}
+
+/// `makeFloat`: assembles sign, biased exponent and mantissa fields.
+pub fn make_float(l: Layout, sign: u64, exp: u64, mant: u64) -> u64 {
+    ((sign << l.exp_bits | exp) << l.mant_bits) | mant
+}
+
+/// Decodes element bits of a float type to f64 (exact).
+pub fn to_f64(dt: DataType, bits: u64) -> f64 {
+    match dt {
+        DataType::Float => f32::from_bits(bits as u32) as f64,
+        DataType::Double => f64::from_bits(bits),
+        _ => match layout(dt) {
+            Some(l) => decode_small(dt, l, bits),
+            None => 0.0,
+        },
+    }
+}
+
+fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
+    let sign = if (bits >> (l.exp_bits + l.mant_bits)) & 1 == 1 {
+        -1.0
+    } else {
+        1.0
+    };
+    let exp = ((bits >> l.mant_bits) & ((1 << l.exp_bits) - 1)) as i32;
+    let mant = bits & l.mant_mask();
+    let exp_max = (1 << l.exp_bits) - 1;
+    let special = match dt {
+        DataType::F8e4m3 => exp == exp_max && mant == l.mant_mask(),
+        _ => exp == exp_max,
+    };
+    if special {
+        return if dt != DataType::F8e4m3 && mant == 0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
+    }
+    let scale = |e: i32| 2f64.powi(e);
+    if exp == 0 {
+        sign * mant as f64 * scale(1 - l.bias() - l.mant_bits as i32)
+    } else {
+        sign * (mant | 1 << l.mant_bits) as f64 * scale(exp - l.bias() - l.mant_bits as i32)
+    }
+}
+
+/// Rounds an f64 to the nearest element of a float type (ties to even).
+/// half and bfloat16 overflow to infinity; fp8 saturates to the largest
+/// finite value, as CUDA's default `__nv_fp8_*` conversions do.
+pub fn from_f64(dt: DataType, v: f64) -> u64 {
+    match dt {
+        DataType::Float => (v as f32).to_bits() as u64,
+        DataType::Double => v.to_bits(),
+        _ => match layout(dt) {
+            Some(l) => encode_small(dt, l, v),
+            None => 0,
+        },
+    }
+}
+
+fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
+    let sign_bit = 1u64 << (l.exp_bits + l.mant_bits);
+    let sign = if v.is_sign_negative() { sign_bit } else { 0 };
+    let exp_field_max = (1u64 << l.exp_bits) - 1;
+    if v.is_nan() {
+        return sign | exp_field_max << l.mant_bits | l.mant_mask();
+    }
+    let a = v.abs();
+    if a == 0.0 {
+        return sign;
+    }
+    let emin = 1 - l.bias();
+    let e = if a.is_infinite() {
+        i32::MAX / 2
+    } else {
+        exponent_of(a).max(emin)
+    };
+    let quantum = 2f64.powi(e - l.mant_bits as i32);
+    let q = if a.is_infinite() {
+        f64::INFINITY
+    } else {
+        (a / quantum).round_ties_even()
+    };
+    // q in [0, 2^(m+1)] includes the implicit bit, so adding it to the
+    // exponent field carries correctly into the next binade (and turns a
+    // rounded-up subnormal into the smallest normal).
+    let fields = q
+        .is_finite()
+        .then(|| (((e - emin) as u64) << l.mant_bits) + q as u64);
+    let max_finite = max_finite_fields(dt, l);
+    match fields {
+        Some(f) if f <= max_finite => sign | f,
+        _ if matches!(dt, DataType::F8e4m3 | DataType::F8e5m2) => sign | max_finite,
+        _ => sign | exp_field_max << l.mant_bits,
+    }
+}
+
+/// Fields (exponent and mantissa) of the largest finite value.
+fn max_finite_fields(dt: DataType, l: Layout) -> u64 {
+    let exp_field_max = (1u64 << l.exp_bits) - 1;
+    match dt {
+        DataType::F8e4m3 => exp_field_max << l.mant_bits | (l.mant_mask() - 1),
+        _ => (exp_field_max - 1) << l.mant_bits | l.mant_mask(),
+    }
+}
+
+/// floor(log2(a)) for a finite positive f64.
+fn exponent_of(a: f64) -> i32 {
+    let bits = a.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i32;
+    if e == 0 {
+        // f64 subnormal: far below every small format's range.
+        -1074
+    } else {
+        e - 1023
+    }
+}
+
+/// `a + b` in the element type's arithmetic.
+pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
+    match dt {
+        DataType::Float => (f32::from_bits(a as u32) + f32::from_bits(b as u32)).to_bits() as u64,
+        _ => from_f64(dt, to_f64(dt, a) + to_f64(dt, b)),
+    }
+}
+
+/// `a * b` in the element type's arithmetic.
+pub fn mul(dt: DataType, a: u64, b: u64) -> u64 {
+    match dt {
+        DataType::Float => (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64,
+        _ => from_f64(dt, to_f64(dt, a) * to_f64(dt, b)),
+    }
+}
+
+/// `a < b ? a : b` (min) or `a > b ? a : b` (max) in the element type.
+pub fn min_max(dt: DataType, a: u64, b: u64, want_max: bool) -> u64 {
+    let (x, y) = (to_f64(dt, a), to_f64(dt, b));
+    let take_a = if want_max { x > y } else { x < y };
+    if take_a { a } else { b }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use DataType::*;
+
+    #[test]
+    fn known_encodings() {
+        assert_eq!(from_f64(Half, 1.0), 0x3c00);
+        assert_eq!(from_f64(Half, 65504.0), 0x7bff);
+        assert_eq!(from_f64(Half, 65520.0), 0x7c00);
+        assert_eq!(from_f64(Half, 2f64.powi(-24)), 0x0001);
+        assert_eq!(from_f64(Half, -2.0), 0xc000);
+        assert_eq!(from_f64(Bfloat16, 1.0), 0x3f80);
+        assert_eq!(from_f64(Bfloat16, 1.0 + 1.0 / 256.0), 0x3f80); // tie to even
+        assert_eq!(from_f64(Bfloat16, 1.0 + 3.0 / 256.0), 0x3f82);
+        assert_eq!(from_f64(F8e4m3, 448.0), 0x7e);
+        assert_eq!(from_f64(F8e4m3, 1000.0), 0x7e);
+        assert_eq!(from_f64(F8e4m3, 1.0), 0x38);
+        assert_eq!(from_f64(F8e4m3, 2f64.powi(-9)), 0x01);
+        assert_eq!(from_f64(F8e5m2, 57344.0), 0x7b);
+        assert_eq!(from_f64(F8e5m2, 1e9), 0x7b);
+        assert_eq!(from_f64(F8e5m2, 1.0), 0x3c);
+    }
+
+    #[test]
+    fn round_trip_every_small_value() {
+        for dt in [Half, Bfloat16, F8e4m3, F8e5m2] {
+            let nbits = dt.size() * 8;
+            for bits in 0..(1u64 << nbits) {
+                let v = to_f64(dt, bits);
+                if v.is_nan() || v.is_infinite() {
+                    continue;
+                }
+                let back = from_f64(dt, v);
+                let same = back == bits || (v == 0.0 && to_f64(dt, back) == 0.0);
+                assert!(same, "{dt:?} bits {bits:#x} -> {v} -> {back:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn arithmetic() {
+        let h = |v| from_f64(Half, v);
+        assert_eq!(add(Half, h(1.0), h(2.0)), h(3.0));
+        assert_eq!(
+            mul(F8e4m3, from_f64(F8e4m3, 2.0), from_f64(F8e4m3, 3.0)),
+            from_f64(F8e4m3, 6.0)
+        );
+        assert_eq!(min_max(Bfloat16, h(1.0), h(2.0), true), h(2.0));
+    }
+}

@@ -1,0 +1,334 @@
+//! Per-element input and expected-output generators (`genInput`,
+//! `genOutput` of nccl-tests' verifiable.cu), returning element bits.
+
+use super::floats::{self, Layout};
+use super::rng::{Width, gen_sum_xy, hash_of, mix_bits, shuffle_rank, umul32hi};
+use crate::nccltests::types::{DataType, RedOp, premul_scalar};
+
+/// The reduction a generator targets. `Nil` is a plain copy (every
+/// non-reducing collective, and any reduction over a single rank).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenOp {
+    /// Byte-copy collectives / one rank.
+    Nil,
+    /// A reduction.
+    Red(RedOp),
+}
+
+impl GenOp {
+    /// What verifiable.cu uses for `op` over `rank_n` contributions.
+    pub fn new(op: RedOp, rank_n: i32) -> GenOp {
+        if rank_n == 1 {
+            GenOp::Nil
+        } else {
+            GenOp::Red(op)
+        }
+    }
+}
+
+fn int_mask(dt: DataType) -> u64 {
+    u64::MAX >> (64 - 8 * dt.size())
+}
+
+fn is_signed(dt: DataType) -> bool {
+    matches!(dt, DataType::Int8 | DataType::Int32 | DataType::Int64)
+}
+
+fn sign_extend(dt: DataType, bits: u64) -> i64 {
+    let shift = 64 - 8 * dt.size();
+    ((bits << shift) as i64) >> shift
+}
+
+/// Element index mixing used by most generators: `index ^ index<<16 ^ rank`.
+fn ix_mix(index: i64, rank_me: i32) -> u64 {
+    (index ^ index << 16 ^ rank_me as i64) as u64
+}
+
+/// One input element for rank `rank_me` of `rank_n`.
+pub fn gen_input(dt: DataType, op: GenOp, rank_n: i32, rank_me: i32, seed: u64, index: i64) -> u64 {
+    match (floats::layout(dt), op) {
+        (None, GenOp::Nil) => mix_bits(seed ^ index as u64) >> (64 - 8 * dt.size()) & int_mask(dt),
+        (None, GenOp::Red(o)) => {
+            let bits = int_mask(dt) & hash_of(ix_mix(index, rank_me), seed);
+            if o == RedOp::Prod && bits == 0 {
+                1
+            } else {
+                bits
+            }
+        }
+        (Some(l), GenOp::Nil | GenOp::Red(RedOp::Max | RedOp::Min)) => {
+            random_float(l, rank_me, seed, index)
+        }
+        (Some(l), GenOp::Red(RedOp::Sum)) => float_sum(dt, l, true, rank_n, rank_me, seed, index),
+        (Some(l), GenOp::Red(RedOp::Prod)) => float_prod(l, true, rank_n, rank_me, seed, index),
+        (Some(l), GenOp::Red(RedOp::MulSum)) => {
+            float_premulsum(l, true, rank_n, rank_me, seed, index)
+        }
+        (Some(l), GenOp::Red(RedOp::Avg)) => avg_input(dt, l, rank_n, rank_me, seed),
+    }
+}
+
+/// The expected reduced element.
+pub fn gen_output(dt: DataType, op: GenOp, rank_n: i32, seed: u64, index: i64) -> u64 {
+    match (floats::layout(dt), op) {
+        (_, GenOp::Nil) => gen_input(dt, op, rank_n, 0, seed, index),
+        (Some(l), GenOp::Red(RedOp::Sum)) => float_sum(dt, l, false, rank_n, 0, seed, index),
+        (Some(l), GenOp::Red(RedOp::Prod)) => float_prod(l, false, rank_n, 0, seed, index),
+        (Some(l), GenOp::Red(RedOp::MulSum)) => float_premulsum(l, false, rank_n, 0, seed, index),
+        (Some(l), GenOp::Red(RedOp::Avg)) => avg_output(dt, l, rank_n, seed),
+        (_, GenOp::Red(o)) => generic_output(dt, o, rank_n, seed, index),
+    }
+}
+
+/// The generic `genOutput`: reduce every rank's input in rank order.
+fn generic_output(dt: DataType, op: RedOp, rank_n: i32, seed: u64, index: i64) -> u64 {
+    let mut acc = pre_op(
+        dt,
+        op,
+        gen_input(dt, GenOp::Red(op), rank_n, 0, seed, index),
+        0,
+    );
+    for r in 1..rank_n {
+        let x = pre_op(
+            dt,
+            op,
+            gen_input(dt, GenOp::Red(op), rank_n, r, seed, index),
+            r,
+        );
+        acc = combine(dt, op, acc, x);
+    }
+    post_op(dt, op, acc, rank_n)
+}
+
+/// The op's per-rank pre-operation: premulsum scales by the rank scalar.
+/// (Float avg's scaling is [`avg_pre_op`]; the generators never need it.)
+pub fn pre_op(dt: DataType, op: RedOp, x: u64, rank: i32) -> u64 {
+    match op {
+        RedOp::MulSum => {
+            let s = premul_scalar(rank.max(0) as usize);
+            match floats::layout(dt) {
+                None => x.wrapping_mul(s as u64) & int_mask(dt),
+                Some(_) => floats::mul(dt, x, floats::from_f64(dt, s)),
+            }
+        }
+        _ => x,
+    }
+}
+
+/// Float avg's pre-operation, `x * T(1/n)` with 1/n rounded through float
+/// (double for double), as NCCL and verifiable.cu compute it.
+pub fn avg_pre_op(dt: DataType, x: u64, rank_n: i32) -> u64 {
+    let inv = if dt == DataType::Double {
+        1.0 / rank_n as f64
+    } else {
+        (1.0f32 / rank_n as f32) as f64
+    };
+    floats::mul(dt, floats::from_f64(dt, inv), x)
+}
+
+/// Combines two (pre-operated) values: sum, prod, min or max.
+pub fn combine(dt: DataType, op: RedOp, a: u64, b: u64) -> u64 {
+    if floats::layout(dt).is_some() {
+        return match op {
+            RedOp::Prod => floats::mul(dt, a, b),
+            RedOp::Max => floats::min_max(dt, a, b, true),
+            RedOp::Min => floats::min_max(dt, a, b, false),
+            RedOp::Sum | RedOp::Avg | RedOp::MulSum => floats::add(dt, a, b),
+        };
+    }
+    let m = int_mask(dt);
+    match op {
+        RedOp::Prod => a.wrapping_mul(b) & m,
+        RedOp::Max | RedOp::Min => {
+            let a_less = if is_signed(dt) {
+                sign_extend(dt, a) < sign_extend(dt, b)
+            } else {
+                a < b
+            };
+            if a_less == (op == RedOp::Min) { a } else { b }
+        }
+        RedOp::Sum | RedOp::Avg | RedOp::MulSum => a.wrapping_add(b) & m,
+    }
+}
+
+/// The op's post-operation: integer avg divides by the rank count.
+pub fn post_op(dt: DataType, op: RedOp, x: u64, rank_n: i32) -> u64 {
+    if op != RedOp::Avg || floats::layout(dt).is_some() || rank_n <= 0 {
+        return x;
+    }
+    if is_signed(dt) {
+        (sign_extend(dt, x) / rank_n as i64) as u64 & int_mask(dt)
+    } else {
+        x / rank_n as u64
+    }
+}
+
+/// The random float of the Nil/min/max generators.
+fn random_float(l: Layout, rank_me: i32, seed: u64, index: i64) -> u64 {
+    let mut rng = hash_of(ix_mix(index, rank_me), seed);
+    let sign = rng & 1;
+    rng ^= rng >> 1;
+    let mut exp = rng & ((1 << (l.exp_bits - 1)) - 1);
+    exp += 1 << (l.exp_bits - 2);
+    rng ^= rng >> l.exp_bits;
+    floats::make_float(l, sign, exp, rng & l.mant_mask())
+}
+
+fn width(dt: DataType) -> Width {
+    if dt.size() * 8 > 32 {
+        Width::W64
+    } else {
+        Width::W32
+    }
+}
+
+/// Normalizes a nonzero mantissa integer into a float of exponent `exp`.
+fn normalized(l: Layout, sign: u64, exp: i32, mant: u64) -> u64 {
+    if mant == 0 {
+        return 0;
+    }
+    let shift = mant.leading_zeros() as i32 - (64 - l.mant_bits as i32 - 1);
+    let m = mant << shift;
+    floats::make_float(l, sign, (exp - shift) as u64, m & l.mant_mask())
+}
+
+/// `genInOutFloatSum` with mixed signs.
+fn float_sum(
+    dt: DataType,
+    l: Layout,
+    input: bool,
+    rank_n: i32,
+    rank_me: i32,
+    seed: u64,
+    index: i64,
+) -> u64 {
+    let w = width(dt);
+    let exp_lo = 1 + l.mant_bits as i32;
+    let exp_hi = (1 << l.exp_bits) - 1;
+    let max_mant = 2 * l.mant_mask() + 1;
+    let mut rng = hash_of(seed, index as u64);
+    let mut y_sign = rng & 1;
+    let mut x_sign = y_sign;
+    let xy_exp = exp_lo + umul32hi((rng >> 32) as u32, (exp_hi - exp_lo) as u32) as i32;
+    rng = mix_bits(rng);
+    let me = shuffle_rank(rank_n, rank_me, &mut rng);
+    let (sub_n, sub_me) = ((rank_n + 1) / 2, me / 2);
+    let mut y0 = 0;
+    let mut x0 = gen_sum_xy(w, sub_n, sub_me, &mut rng, max_mant, &mut y0, false);
+    if rank_n / 2 != 0 {
+        let mut y1 = y0;
+        let x1 = gen_sum_xy(w, rank_n / 2, me / 2, &mut rng, max_mant, &mut y1, true);
+        y_sign ^= u64::from(y0 < y1);
+        y0 = y0.abs_diff(y1);
+        x_sign ^= (me % 2) as u64;
+        if me % 2 != 0 {
+            x0 = x1;
+        }
+    }
+    let (sign, mant) = if input { (x_sign, x0) } else { (y_sign, y0) };
+    normalized(l, sign, xy_exp, mant)
+}
+
+/// `genInOutFloatProd`.
+fn float_prod(l: Layout, input: bool, rank_n: i32, rank_me: i32, seed: u64, index: i64) -> u64 {
+    let mut rng = hash_of(seed, index as u64);
+    let me = shuffle_rank(rank_n, rank_me, &mut rng);
+    let y_sign = ((rank_n / 2) % 2) as u64;
+    let x_sign = (me % 2) as u64;
+    let max_exp = (1u64 << (l.exp_bits - 1)) - 1;
+    let mut y_exp = 0;
+    let x_exp = gen_sum_xy(Width::W32, rank_n, me, &mut rng, max_exp, &mut y_exp, false);
+    let bias = l.bias() as u64;
+    let mut y_mant = rng & l.mant_mask();
+    if y_mant == 0 {
+        y_mant = 1;
+    }
+    if input {
+        floats::make_float(
+            l,
+            x_sign,
+            (x_exp + bias) & 0xffff_ffff,
+            if me == 0 { y_mant } else { 0 },
+        )
+    } else {
+        floats::make_float(l, y_sign, (y_exp + bias) & 0xffff_ffff, y_mant)
+    }
+}
+
+/// `genInOutFloatPreMulSum`.
+fn float_premulsum(
+    l: Layout,
+    input: bool,
+    rank_n: i32,
+    rank_me: i32,
+    seed: u64,
+    index: i64,
+) -> u64 {
+    let w = if l.exp_bits + l.mant_bits + 1 > 32 {
+        Width::W64
+    } else {
+        Width::W32
+    };
+    let exp_lo = 1 + l.mant_bits as i32;
+    let exp_hi = (1 << l.exp_bits) - 1;
+    let max_mant = 2 * l.mant_mask() + 1;
+    let mut rng = hash_of(seed, index as u64);
+    let y_sign = rng & 1;
+    let y_exp = exp_lo + umul32hi((rng >> 32) as u32, (exp_hi - exp_lo) as u32) as i32;
+    rng = mix_bits(rng);
+    let sub0 = shuffle_rank((rank_n + 1) / 2, rank_me / 2, &mut rng);
+    let sub1 = shuffle_rank(rank_n / 2, rank_me / 2, &mut rng);
+    let mut y0 = 0;
+    let x0 = gen_sum_xy(
+        w,
+        (rank_n + 1) / 2,
+        sub0,
+        &mut rng,
+        max_mant >> 1,
+        &mut y0,
+        false,
+    );
+    let (mut x1, mut y1) = (0, 0);
+    if rank_n / 2 != 0 {
+        x1 = gen_sum_xy(w, rank_n / 2, sub1, &mut rng, max_mant >> 2, &mut y1, false);
+    }
+    let mant = if input {
+        if rank_me % 2 == 0 { x0 } else { x1 }
+    } else {
+        y0.wrapping_add(2 * y1)
+    };
+    normalized(l, y_sign, y_exp, mant)
+}
+
+/// Float avg input: only two (shuffled) ranks contribute, and the value does
+/// not depend on the element index (as in nccl-tests).
+fn avg_input(dt: DataType, l: Layout, rank_n: i32, rank_me: i32, seed: u64) -> u64 {
+    let mut rng = seed;
+    let r = shuffle_rank(rank_n, rank_me, &mut rng);
+    let m = rng.wrapping_mul(if r != 0 { 0xbeef } else { 1 }) & l.mant_mask();
+    if r < 2 {
+        floats::from_f64(dt, (1 + m) as f64)
+    } else {
+        0
+    }
+}
+
+/// Float avg expected value: `T(TMul(1+m0)*TMul(1/n)) + T(TMul(1+m1)*TMul(1/n))`.
+fn avg_output(dt: DataType, l: Layout, rank_n: i32, seed: u64) -> u64 {
+    let mut rng = seed;
+    shuffle_rank(rank_n, -1, &mut rng);
+    let m0 = rng & l.mant_mask();
+    let m1 = rng.wrapping_mul(0xbeef) & l.mant_mask();
+    if rank_n == 1 {
+        return floats::from_f64(dt, (1 + m0) as f64);
+    }
+    let scaled = |m: u64| -> u64 {
+        if dt == DataType::Double {
+            floats::from_f64(dt, (1 + m) as f64 * (1.0 / rank_n as f64))
+        } else {
+            let p = (1 + m) as f32 * (1.0 / rank_n as f64) as f32;
+            floats::from_f64(dt, p as f64)
+        }
+    };
+    floats::add(dt, scaled(m0), scaled(m1))
+}
