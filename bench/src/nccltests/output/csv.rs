@@ -1,0 +1,101 @@
+//! The `--csv FILE` output: one row per size and placement, with a header,
+//! for spreadsheets. Written by the printing rank only.
+
+use std::fs::File;
+
+/// The column names.
+pub const HEADER: [&str; 15] = [
+    "collective",
+    "backend",
+    "nranks",
+    "size_bytes",
+    "count",
+    "type",
+    "redop",
+    "root",
+    "placement",
+    "time_us",
+    "time_kind",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+    "cycle",
+];
+
+/// One row.
+#[derive(Clone, Debug)]
+pub struct CsvRow<'a> {
+    /// Collective name (e.g. `all_reduce_perf`).
+    pub collective: &'a str,
+    /// Backend name.
+    pub backend: &'a str,
+    /// Ranks in the communicator.
+    pub nranks: usize,
+    /// Size column of the table.
+    pub size: u64,
+    /// Count column of the table.
+    pub count: u64,
+    /// Type name.
+    pub type_name: &'a str,
+    /// Op name.
+    pub op_name: &'a str,
+    /// Root (-1 when not rooted).
+    pub root: i32,
+    /// `out-of-place` or `in-place`.
+    pub placement: &'a str,
+    /// Time in microseconds.
+    pub time_us: f64,
+    /// `time` or `cputime`.
+    pub time_kind: &'a str,
+    /// Algorithm bandwidth, GB/s.
+    pub algbw: f64,
+    /// Bus bandwidth, GB/s.
+    pub busbw: f64,
+    /// Wrong elements (None when not checked).
+    pub wrong: Option<i64>,
+    /// Run cycle (`-N`), from 0.
+    pub cycle: u64,
+}
+
+/// The CSV file.
+pub struct CsvOut {
+    w: csv::Writer<File>,
+}
+
+impl CsvOut {
+    /// Creates (truncates) `path` and writes the header.
+    pub fn create(path: &str) -> Result<CsvOut, String> {
+        let mut w = csv::Writer::from_path(path)
+            .map_err(|e| format!("cannot create CSV file {path}: {e}"))?;
+        w.write_record(HEADER)
+            .map_err(|e| format!("cannot write CSV file {path}: {e}"))?;
+        Ok(CsvOut { w })
+    }
+
+    /// Appends a row; errors are reported once at [`CsvOut::finish`].
+    pub fn row(&mut self, r: &CsvRow) -> csv::Result<()> {
+        let wrong = r.wrong.map(|w| w.to_string()).unwrap_or_default();
+        self.w.write_record([
+            r.collective.to_string(),
+            r.backend.to_string(),
+            r.nranks.to_string(),
+            r.size.to_string(),
+            r.count.to_string(),
+            r.type_name.to_string(),
+            r.op_name.to_string(),
+            r.root.to_string(),
+            r.placement.to_string(),
+            format!("{}", r.time_us),
+            r.time_kind.to_string(),
+            format!("{}", r.algbw),
+            format!("{}", r.busbw),
+            wrong,
+            r.cycle.to_string(),
+        ])
+    }
+
+    /// Flushes the file.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}

@@ -1,0 +1,10 @@
+//! Everything the benchmark writes: the stdout report ([`text`]), the `-J`
+//! JSON file ([`json`]) and the `--csv` file ([`csv`]), driven together by
+//! [`Output`] at the points where nccl-tests writes them.
+
+pub mod csv;
+pub mod json;
+pub mod text;
+mod writer;
+
+pub use writer::{Output, RowResult};
