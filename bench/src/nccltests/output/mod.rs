@@ -7,4 +7,4 @@ pub mod json;
 pub mod text;
 mod writer;
 
-pub use writer::{Output, RowResult};
+pub use writer::{IterReport, Output, RowResult};

@@ -1,0 +1,5 @@
+//! `alltoall_perf`: nccl-tests' alltoall benchmark (see `erdma_bench::nccltests`).
+
+fn main() -> std::process::ExitCode {
+    erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::ALLTOALL)
+}

@@ -1,0 +1,5 @@
+//! `broadcast_perf`: nccl-tests' broadcast benchmark (see `erdma_bench::nccltests`).
+
+fn main() -> std::process::ExitCode {
+    erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::BROADCAST)
+}

@@ -1,0 +1,5 @@
+//! `gather_perf`: nccl-tests' gather benchmark (see `erdma_bench::nccltests`).
+
+fn main() -> std::process::ExitCode {
+    erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::GATHER)
+}

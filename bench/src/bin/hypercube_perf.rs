@@ -1,0 +1,5 @@
+//! `hypercube_perf`: nccl-tests' hypercube benchmark (see `erdma_bench::nccltests`).
+
+fn main() -> std::process::ExitCode {
+    erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::HYPERCUBE)
+}

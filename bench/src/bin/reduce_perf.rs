@@ -1,0 +1,5 @@
+//! `reduce_perf`: nccl-tests' reduce benchmark (see `erdma_bench::nccltests`).
+
+fn main() -> std::process::ExitCode {
+    erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::REDUCE)
+}

@@ -1,0 +1,5 @@
+//! `scatter_perf`: nccl-tests' scatter benchmark (see `erdma_bench::nccltests`).
+
+fn main() -> std::process::ExitCode {
+    erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::SCATTER)
+}

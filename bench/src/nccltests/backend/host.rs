@@ -1,0 +1,450 @@
+//! The host backend (`--backend host`): buffers in host memory, every
+//! collective computed on the host from all ranks' inputs, exchanged
+//! through a duplicate of the launch's bootstrap (TCP, MPI or none). It
+//! needs neither GPU nor MPI, supports any `-t`/`-g`, and exists to run the
+//! whole harness - launch, timing, checks, output, hangs - anywhere,
+//! including CI. It measures the harness, not a network.
+//!
+//! Within a process, ranks post calls to a shared queue; the thread whose
+//! call completes a round (every local rank has posted op k) runs op k for
+//! all local ranks. Ops complete in order on every rank, like NCCL's.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::hostcoll::{self, input_bytes, output_bytes};
+use super::{Backend, BufRef, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
+use crate::nccltests::bootstrap::Bootstrap;
+use crate::nccltests::colls::Target;
+use crate::nccltests::errors::{TestError, TestResult};
+use crate::nccltests::options::Options;
+use crate::nccltests::types::Features;
+
+/// Memory reported as the "device" total (host memory is not capped here).
+const HOST_MEM: u64 = 1 << 60;
+
+/// The host backend.
+pub struct HostBackend {
+    boot: Arc<dyn Bootstrap>,
+    local_count: usize,
+    timeout: Option<Duration>,
+    shared: Mutex<Option<Arc<Shared>>>,
+}
+
+struct Mem {
+    send: Vec<u8>,
+    recv: Vec<u8>,
+}
+
+impl Mem {
+    fn buf(&self, t: Target) -> &Vec<u8> {
+        if t == Target::Send {
+            &self.send
+        } else {
+            &self.recv
+        }
+    }
+    fn buf_mut(&mut self, t: Target) -> &mut Vec<u8> {
+        if t == Target::Send {
+            &mut self.send
+        } else {
+            &mut self.recv
+        }
+    }
+}
+
+struct Round {
+    calls: Vec<Option<CollCall>>,
+    posted: usize,
+}
+
+#[derive(Default)]
+struct Queue {
+    posted: Vec<u64>,
+    rounds: VecDeque<Round>,
+    base: u64,
+    done: u64,
+    error: Option<TestError>,
+}
+
+struct Shared {
+    boot: Arc<dyn Bootstrap>,
+    first_rank: usize,
+    nranks: usize,
+    mem: Vec<Mutex<Mem>>,
+    queue: Mutex<Queue>,
+}
+
+fn range_err(what: &str, off: usize, len: usize, size: usize) -> TestError {
+    TestError::comm(
+        "host",
+        what,
+        format!(
+            "invalid argument: bytes {off}..{} outside a {size}-byte buffer",
+            off + len
+        ),
+    )
+}
+
+impl HostBackend {
+    /// A host backend over a duplicate channel of `boot`.
+    pub fn new(boot: Arc<dyn Bootstrap>, o: &Options) -> TestResult<HostBackend> {
+        let local_count = (o.nthreads.max(1) * o.ngpus.max(1)) as usize;
+        let timeout = (o.timeout > 0).then(|| Duration::from_secs(o.timeout as u64));
+        Ok(HostBackend {
+            boot: boot.dup()?,
+            local_count,
+            timeout,
+            shared: Mutex::new(None),
+        })
+    }
+
+    fn shared(&self, nranks: usize) -> Arc<Shared> {
+        let mut s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        s.get_or_insert_with(|| {
+            Arc::new(Shared {
+                boot: self.boot.clone(),
+                first_rank: self.boot.rank() * self.local_count,
+                nranks,
+                mem: (0..self.local_count)
+                    .map(|_| {
+                        Mutex::new(Mem {
+                            send: vec![],
+                            recv: vec![],
+                        })
+                    })
+                    .collect(),
+                queue: Mutex::new(Queue {
+                    posted: vec![0; self.local_count],
+                    ..Queue::default()
+                }),
+            })
+        })
+        .clone()
+    }
+}
+
+impl Backend for HostBackend {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+    fn versions(&self) -> (i32, i32) {
+        (0, 0)
+    }
+    fn features(&self) -> Features {
+        Features::ALL
+    }
+    fn device_count(&self) -> TestResult<usize> {
+        Ok(usize::MAX)
+    }
+    fn device_info(&self, _device: i32) -> TestResult<DeviceInfo> {
+        Ok(DeviceInfo {
+            pci: (0, 0, 0),
+            name: format!("host memory (host backend, {} bootstrap)", self.boot.name()),
+            total_mem: u64::MAX,
+        })
+    }
+    fn create_id(&self) -> TestResult<Vec<u8>> {
+        Ok(Vec::new())
+    }
+    fn init_ranks(
+        &self,
+        _id: &[u8],
+        nranks: usize,
+        threads: &[Vec<RankSlot>],
+    ) -> TestResult<Vec<Box<dyn Ranks>>> {
+        if nranks != self.boot.size() * self.local_count {
+            return Err(unsupported("host", "NCCL_TESTS_SPLIT"));
+        }
+        let shared = self.shared(nranks);
+        threads
+            .iter()
+            .map(|slots| {
+                let locals = slots
+                    .iter()
+                    .map(|s| s.rank - shared.first_rank)
+                    .collect::<Vec<_>>();
+                if locals.iter().any(|&l| l >= self.local_count) {
+                    return Err(TestError::Internal(
+                        "host backend: rank outside this process".into(),
+                    ));
+                }
+                Ok(Box::new(HostRanks {
+                    shared: shared.clone(),
+                    locals,
+                    capturing: false,
+                    graph: Vec::new(),
+                    events: Vec::new(),
+                    timeout: self.timeout,
+                }) as Box<dyn Ranks>)
+            })
+            .collect()
+    }
+}
+
+impl Shared {
+    /// Posts one call; runs the round if this call completes it.
+    fn post(&self, local: usize, call: CollCall) -> TestResult<()> {
+        let round = {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(e) = &q.error {
+                return Err(e.clone());
+            }
+            let seq = q.posted[local];
+            q.posted[local] += 1;
+            let idx = (seq - q.base) as usize;
+            let width = self.mem.len();
+            while q.rounds.len() <= idx {
+                q.rounds.push_back(Round {
+                    calls: vec![None; width],
+                    posted: 0,
+                });
+            }
+            let r = &mut q.rounds[idx];
+            r.calls[local] = Some(call);
+            r.posted += 1;
+            if r.posted < width {
+                return Ok(());
+            }
+            q.base += 1;
+            q.rounds.pop_front()
+        };
+        let calls: Vec<CollCall> = round.into_iter().flat_map(|r| r.calls).flatten().collect();
+        let result = self.execute(&calls);
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(()) => {
+                q.done += 1;
+                Ok(())
+            }
+            Err(e) => {
+                q.error = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs one round: gathers local inputs, exchanges them with the other
+    /// processes, writes every local rank's output.
+    fn execute(&self, calls: &[CollCall]) -> TestResult<()> {
+        let c0 = calls
+            .first()
+            .copied()
+            .ok_or_else(|| TestError::Internal("empty round".into()))?;
+        if calls.iter().any(|c| {
+            (c.kind, c.count, c.dtype, c.op, c.root)
+                != (c0.kind, c0.count, c0.dtype, c0.op, c0.root)
+        }) {
+            return Err(TestError::comm(
+                "host",
+                "collective",
+                "invalid usage: ranks issued different collectives",
+            ));
+        }
+        if hostcoll::is_rooted(c0.kind) && !(0..self.nranks as i32).contains(&c0.root) {
+            return Err(TestError::comm(
+                "host",
+                "collective",
+                format!(
+                    "invalid argument: root {} is not a rank (0..{})",
+                    c0.root, self.nranks
+                ),
+            ));
+        }
+        let ws = c0.dtype.size();
+        let in_len = input_bytes(c0.kind, c0.count, ws, self.nranks);
+        let mut mine = vec![0u8; in_len * calls.len()];
+        for (l, c) in calls.iter().enumerate() {
+            self.read(l, c.send, &mut mine[l * in_len..(l + 1) * in_len])?;
+        }
+        let all = if self.boot.size() > 1 {
+            self.boot.allgather(&mine)?
+        } else {
+            mine
+        };
+        let inputs: Vec<&[u8]> = all.chunks(in_len.max(1)).take(self.nranks).collect();
+        let inputs: Vec<&[u8]> = if in_len == 0 {
+            vec![&[][..]; self.nranks]
+        } else {
+            inputs
+        };
+        let out_len = output_bytes(c0.kind, c0.count, ws, self.nranks);
+        let mut out = vec![0u8; out_len];
+        for (l, c) in calls.iter().enumerate() {
+            let me = self.first_rank + l;
+            if hostcoll::compute(
+                c.kind,
+                c.dtype,
+                c.op,
+                c.root.max(0) as usize,
+                me,
+                c.count,
+                &inputs,
+                &mut out,
+            ) {
+                self.write(l, c.recv, &out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, l: usize, at: BufRef, out: &mut [u8]) -> TestResult<()> {
+        let m = self.mem[l].lock().unwrap_or_else(|p| p.into_inner());
+        let b = m.buf(at.buf);
+        let src = b
+            .get(at.offset..at.offset + out.len())
+            .ok_or_else(|| range_err("send", at.offset, out.len(), b.len()))?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn write(&self, l: usize, at: BufRef, data: &[u8]) -> TestResult<()> {
+        let mut m = self.mem[l].lock().unwrap_or_else(|p| p.into_inner());
+        let b = m.buf_mut(at.buf);
+        let len = b.len();
+        let dst = b
+            .get_mut(at.offset..at.offset + data.len())
+            .ok_or_else(|| range_err("recv", at.offset, data.len(), len))?;
+        dst.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// One thread's ranks on the host backend.
+pub struct HostRanks {
+    shared: Arc<Shared>,
+    locals: Vec<usize>,
+    capturing: bool,
+    graph: Vec<(usize, CollCall)>,
+    events: Vec<Instant>,
+    timeout: Option<Duration>,
+}
+
+impl HostRanks {
+    fn wait_all(&mut self) -> TestResult<()> {
+        let start = Instant::now();
+        loop {
+            if self.poll()? == Poll::Done {
+                return Ok(());
+            }
+            if self.timeout.is_some_and(|t| start.elapsed() > t) {
+                return Err(TestError::Timeout {
+                    secs: self.timeout.map_or(0, |t| t.as_secs() as i32),
+                    detail: "waiting for an event".into(),
+                });
+            }
+            std::thread::yield_now();
+        }
+    }
+}
+
+impl Ranks for HostRanks {
+    fn count(&self) -> usize {
+        self.locals.len()
+    }
+    fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()> {
+        for &l in &self.locals {
+            let mut m = self.shared.mem[l].lock().unwrap_or_else(|p| p.into_inner());
+            m.send = vec![0; send_bytes];
+            m.recv = vec![0; recv_bytes];
+        }
+        Ok(())
+    }
+    fn zero(&mut self, i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()> {
+        self.shared
+            .write(self.locals[i], BufRef { buf, offset }, &vec![0u8; len])
+    }
+    fn upload(&mut self, i: usize, buf: Target, offset: usize, data: &[u8]) -> TestResult<()> {
+        self.shared
+            .write(self.locals[i], BufRef { buf, offset }, data)
+    }
+    fn download(&mut self, i: usize, buf: Target, offset: usize, out: &mut [u8]) -> TestResult<()> {
+        self.shared
+            .read(self.locals[i], BufRef { buf, offset }, out)
+    }
+    fn group_start(&mut self) -> TestResult<()> {
+        Ok(())
+    }
+    fn group_end(&mut self) -> TestResult<()> {
+        Ok(())
+    }
+    fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()> {
+        if self.capturing {
+            self.graph.push((i, *call));
+            return Ok(());
+        }
+        self.shared.post(self.locals[i], *call)
+    }
+    fn poll(&mut self) -> TestResult<Poll> {
+        let q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = &q.error {
+            return Err(e.clone());
+        }
+        let pending: Vec<usize> = self
+            .locals
+            .iter()
+            .enumerate()
+            .filter(|&(_, &l)| q.posted[l] > q.done)
+            .map(|(i, _)| i)
+            .collect();
+        Ok(if pending.is_empty() {
+            Poll::Done
+        } else {
+            Poll::Pending(pending)
+        })
+    }
+    fn abort(&mut self) {
+        let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.error
+            .get_or_insert(TestError::comm("host", "abort", "communicator aborted"));
+    }
+    fn capture_begin(&mut self) -> TestResult<()> {
+        self.capturing = true;
+        self.graph.clear();
+        Ok(())
+    }
+    fn capture_end(&mut self) -> TestResult<()> {
+        self.capturing = false;
+        Ok(())
+    }
+    fn graph_launch(&mut self) -> TestResult<()> {
+        for k in 0..self.graph.len() {
+            let (i, call) = self.graph[k];
+            self.shared.post(self.locals[i], call)?;
+        }
+        Ok(())
+    }
+    fn graph_destroy(&mut self) -> TestResult<()> {
+        self.graph.clear();
+        Ok(())
+    }
+    /// Host events are stamped when everything issued so far has completed
+    /// (a stream event's semantics), so recording waits for completion.
+    fn record_event(&mut self, slot: usize) -> TestResult<()> {
+        self.wait_all()?;
+        if self.events.len() <= slot {
+            self.events.resize(slot + 1, Instant::now());
+        }
+        self.events[slot] = Instant::now();
+        Ok(())
+    }
+    fn event_elapsed_ms(&mut self, _i: usize, a: usize, b: usize) -> TestResult<f32> {
+        let (Some(ta), Some(tb)) = (self.events.get(a), self.events.get(b)) else {
+            return Err(TestError::Internal("event not recorded".into()));
+        };
+        Ok(tb.saturating_duration_since(*ta).as_secs_f64() as f32 * 1e3)
+    }
+    fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
+        let used: usize = self
+            .shared
+            .mem
+            .iter()
+            .map(|m| {
+                let m = m.lock().unwrap_or_else(|p| p.into_inner());
+                m.send.len() + m.recv.len()
+            })
+            .sum();
+        Some((HOST_MEM - used as u64, HOST_MEM))
+    }
+}

@@ -1,0 +1,222 @@
+//! The collective library behind the benchmark.
+//!
+//! The harness (options, sweep, timing, checks, output) is the same for
+//! every library; a [`Backend`] provides devices, communicators and
+//! buffers, and a [`Ranks`] object per thread issues collectives for that
+//! thread's ranks (`-g` of them) and reports their completion. The timing
+//! loop calls only [`Ranks::enqueue`], [`Ranks::group_start`]/
+//! [`Ranks::group_end`] and [`Ranks::poll`] (with `&CollCall` values built
+//! on the stack), so a backend that enqueues asynchronously (NCCL on a CUDA
+//! stream) is measured exactly as nccl-tests measures it.
+//!
+//! # Writing the NCCL backend
+//! Implement [`Backend`] over `erdma::nccl`/`erdma::cuda` and return it
+//! from [`nccl::create`] (today a typed "not built in" error):
+//! - `versions`: (NCCL API version the backend was written for,
+//!   `ncclGetVersion`); `features`: `Features::for_nccl_version(library)`,
+//!   minus fp8 when any GPU's compute capability is below 9.0.
+//! - `device_count`/`device_info`: `cudaGetDeviceCount`, PCI ids, name,
+//!   total memory (drives "Reducing maxBytes" and "Invalid number of GPUs").
+//! - `create_id`: `ncclGetUniqueId` bytes (128); called on group leaders.
+//! - `init_ranks`: `ncclCommInitRankConfig` for every slot inside one
+//!   `ncclGroupStart/End` (cta_policy from `-x`), streams (NULL with `-y`),
+//!   one [`Ranks`] per thread.
+//! - [`Ranks`]: `alloc` with `ncclMemAlloc` (send and receive of
+//!   `max_bytes`); `register` with ncclCommRegister/ncclCommWindowRegister;
+//!   `upload`/`download`/`zero` with cudaMemcpy/cudaMemset; `group_*` with
+//!   ncclGroupStart/End; `enqueue` maps [`CollCall`] to ncclAllReduce & co.
+//!   at `base + offset` (creating and destroying the PreMulSum op for
+//!   `RedOp::MulSum` with `premul_scalar(rank)`); `poll` is
+//!   cudaStreamQuery + ncclCommGetAsyncError per stream; `abort` is
+//!   ncclCommAbort; `capture_*`/`graph_launch` are CUDA graphs on the
+//!   streams; `record_event`/`event_elapsed_ms` are CUDA events;
+//!   `mem_info` is cudaMemGetInfo.
+//! - Errors: CUDA failures as `TestError::Cuda` (exit 2), NCCL failures as
+//!   `TestError::Comm { lib: "NCCL", .. }` (exit 3). A missing libcuda or
+//!   libnccl.so.2 is `Cuda`/`Comm` from `create` with a one-line message.
+//!
+//! Selection: `--backend nccl` (default) calls [`nccl::create`]; `mpi` and
+//! `host` are implemented here.
+
+pub mod host;
+mod hostcoll;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod nccl;
+
+use std::sync::Arc;
+
+use super::bootstrap::Bootstrap;
+use super::colls::{CollKind, Target};
+use super::errors::{TestError, TestResult};
+use super::options::{BackendKind, Options};
+use super::types::{DataType, Features, RedOp};
+
+/// A place in one of a rank's two buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufRef {
+    /// Which buffer.
+    pub buf: Target,
+    /// Byte offset from the buffer's start.
+    pub offset: usize,
+}
+
+/// One collective call for one rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollCall {
+    /// Which collective.
+    pub kind: CollKind,
+    /// Where the input is.
+    pub send: BufRef,
+    /// Where the output goes.
+    pub recv: BufRef,
+    /// The count argument of the call (elements).
+    pub count: usize,
+    /// Element type.
+    pub dtype: DataType,
+    /// Reduction (ignored by copy collectives).
+    pub op: RedOp,
+    /// Root (rooted collectives; -1 otherwise).
+    pub root: i32,
+    /// This rank's global rank (premultiplier for MulSum).
+    pub rank: usize,
+}
+
+/// A device as nccl-tests lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// PCI domain, bus, device.
+    pub pci: (u32, u32, u32),
+    /// Name ("NVIDIA H200").
+    pub name: String,
+    /// Total memory in bytes (u64::MAX: unlimited).
+    pub total_mem: u64,
+}
+
+/// One rank to create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankSlot {
+    /// Global rank in the communicator.
+    pub rank: usize,
+    /// Device index.
+    pub device: i32,
+}
+
+/// Completion state of a thread's ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// Everything issued has completed.
+    Done,
+    /// Local rank indices (0..count) still running.
+    Pending(Vec<usize>),
+}
+
+/// A collective library.
+pub trait Backend: Send + Sync {
+    /// `--backend` name.
+    fn name(&self) -> &'static str;
+    /// (headers, library) versions for the preamble (0 when not NCCL).
+    fn versions(&self) -> (i32, i32);
+    /// Supported types and ops.
+    fn features(&self) -> Features;
+    /// Devices visible to this process.
+    fn device_count(&self) -> TestResult<usize>;
+    /// One device's description.
+    fn device_info(&self, device: i32) -> TestResult<DeviceInfo>;
+    /// A new communicator id (on group leaders).
+    fn create_id(&self) -> TestResult<Vec<u8>>;
+    /// Creates communicators for `threads[t]`'s slots, for every thread t
+    /// (all local threads at once, or one thread with `-p 1`), returning one
+    /// [`Ranks`] per entry.
+    fn init_ranks(
+        &self,
+        id: &[u8],
+        nranks: usize,
+        threads: &[Vec<RankSlot>],
+    ) -> TestResult<Vec<Box<dyn Ranks>>>;
+    /// `ncclGetLastError(NULL)`: printed after the footer.
+    fn last_error(&self) -> String {
+        String::new()
+    }
+}
+
+/// The ranks one thread drives. Local index `i` is in `0..count()`.
+pub trait Ranks: Send {
+    /// Number of local ranks.
+    fn count(&self) -> usize;
+    /// Allocates send and receive buffers of the given sizes on every rank.
+    fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()>;
+    /// `-R`: registers buffers (1 local, 2 symmetric window).
+    fn register(&mut self, _mode: i32) -> TestResult<()> {
+        Ok(())
+    }
+    /// Writes zeros.
+    fn zero(&mut self, i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()>;
+    /// Copies host bytes into a buffer.
+    fn upload(&mut self, i: usize, buf: Target, offset: usize, data: &[u8]) -> TestResult<()>;
+    /// Copies a buffer's bytes to the host.
+    fn download(&mut self, i: usize, buf: Target, offset: usize, out: &mut [u8]) -> TestResult<()>;
+    /// `ncclGroupStart`.
+    fn group_start(&mut self) -> TestResult<()>;
+    /// `ncclGroupEnd`.
+    fn group_end(&mut self) -> TestResult<()>;
+    /// Issues one collective for local rank `i`.
+    fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()>;
+    /// Checks completion without blocking (errors end the run).
+    fn poll(&mut self) -> TestResult<Poll>;
+    /// Aborts every communicator after a timeout.
+    fn abort(&mut self);
+    /// Begins capturing issued collectives into a graph (`-G`).
+    fn capture_begin(&mut self) -> TestResult<()>;
+    /// Ends the capture and instantiates the graph.
+    fn capture_end(&mut self) -> TestResult<()>;
+    /// Launches the captured graph once.
+    fn graph_launch(&mut self) -> TestResult<()>;
+    /// Destroys the graph.
+    fn graph_destroy(&mut self) -> TestResult<()>;
+    /// Records event `slot` on every rank's stream (`-I`).
+    fn record_event(&mut self, slot: usize) -> TestResult<()>;
+    /// Milliseconds between events `a` and `b` on local rank `i`.
+    fn event_elapsed_ms(&mut self, i: usize, a: usize, b: usize) -> TestResult<f32>;
+    /// (free, total) memory of local rank `i`'s device, if known.
+    fn mem_info(&self, i: usize) -> Option<(u64, u64)>;
+    /// Deregisters buffers and destroys communicators at the end.
+    fn finish(&mut self) -> TestResult<()> {
+        Ok(())
+    }
+}
+
+/// Creates the backend chosen with `--backend`. `boot` is the launch's
+/// bootstrap (the host backend moves data through a duplicate of it).
+pub fn create(o: &Options, boot: &Arc<dyn Bootstrap>) -> TestResult<Arc<dyn Backend>> {
+    match o.backend {
+        BackendKind::Nccl => nccl::create(o),
+        BackendKind::Host => Ok(Arc::new(host::HostBackend::new(boot.clone(), o)?)),
+        BackendKind::Mpi => create_mpi(o, boot),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn create_mpi(o: &Options, boot: &Arc<dyn Bootstrap>) -> TestResult<Arc<dyn Backend>> {
+    Ok(Arc::new(mpi::MpiBackend::new(o, boot)?))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn create_mpi(_o: &Options, _boot: &Arc<dyn Bootstrap>) -> TestResult<Arc<dyn Backend>> {
+    Err(TestError::NotImplemented(
+        "the mpi backend is not available: this binary was built without the `mpi` feature".into(),
+    ))
+}
+
+/// Features a backend reports before it exists (for option parsing).
+pub fn probe_features(kind: BackendKind) -> (Features, i32) {
+    match kind {
+        BackendKind::Nccl => nccl::probe(),
+        _ => (Features::ALL, 0),
+    }
+}
+
+/// A not-supported error naming the backend.
+pub(crate) fn unsupported(backend: &str, what: &str) -> TestError {
+    TestError::NotImplemented(format!("{what} is not supported by the {backend} backend"))
+}

@@ -1,0 +1,170 @@
+//! How the processes of a run find each other and exchange small messages
+//! (the unique id, device lines, per-size times, error counts).
+//!
+//! [`Bootstrap`] has three implementations: [`single::Single`] (one
+//! process), [`tcp::Tcp`] (rank 0 listens at MASTER_ADDR:MASTER_PORT, ranks
+//! from RANK/WORLD_SIZE, Slurm or Open MPI variables) and, with the `mpi`
+//! feature, [`mpi::Mpi`] (MPI_COMM_WORLD, as nccl-tests under mpirun).
+
+pub mod env;
+pub mod hosthash;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod single;
+pub mod tcp;
+
+use std::sync::Arc;
+
+use super::errors::{TestError, TestResult};
+use super::options::{BackendKind, BootstrapKind, Options};
+
+/// How per-rank values are combined (`-a`, and sums of wrong elements).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combine {
+    /// Sum.
+    Sum,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+}
+
+/// Process-level collectives used by the harness. Calls must be made in the
+/// same order by every process; implementations serialize concurrent
+/// callers.
+pub trait Bootstrap: Send + Sync {
+    /// This process's index.
+    fn rank(&self) -> usize;
+    /// Number of processes.
+    fn size(&self) -> usize;
+    /// What this is ("MPI", "TCP", "single").
+    fn name(&self) -> &'static str;
+    /// Every process's `mine` (equal lengths), concatenated in rank order.
+    fn allgather(&self, mine: &[u8]) -> TestResult<Vec<u8>>;
+    /// Waits for every process.
+    fn barrier(&self) -> TestResult<()> {
+        self.allgather(&[]).map(|_| ())
+    }
+    /// A second, independent channel between the same processes (for a
+    /// backend that moves data through the bootstrap), so its messages never
+    /// interleave with the harness's.
+    fn dup(&self) -> TestResult<Arc<dyn Bootstrap>>;
+    /// The sub-group of processes with the same `color`, ordered by rank
+    /// (`MPI_Comm_split`), for NCCL_TESTS_SPLIT with host-memory backends.
+    fn split(&self, color: i32) -> TestResult<Arc<dyn Bootstrap>>;
+    /// Ends the whole job after a fatal error (`MPI_Abort` under MPI;
+    /// other transports notice the closed connections).
+    fn abort(&self, code: i32) -> !;
+}
+
+/// Combines one f64 per process.
+pub fn allreduce_f64(b: &dyn Bootstrap, v: f64, op: Combine) -> TestResult<f64> {
+    let all = b.allgather(&v.to_le_bytes())?;
+    let vals = all
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+    Ok(match op {
+        Combine::Sum => vals.sum(),
+        Combine::Min => vals.fold(f64::INFINITY, f64::min),
+        Combine::Max => vals.fold(f64::NEG_INFINITY, f64::max),
+    })
+}
+
+/// Combines one i64 per process.
+pub fn allreduce_i64(b: &dyn Bootstrap, v: i64, op: Combine) -> TestResult<i64> {
+    let all = b.allgather(&v.to_le_bytes())?;
+    let vals = all
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+    Ok(match op {
+        Combine::Sum => vals.fold(0i64, i64::wrapping_add),
+        Combine::Min => vals.min().unwrap_or(v),
+        Combine::Max => vals.max().unwrap_or(v),
+    })
+}
+
+/// Allgather of variable-length byte strings.
+pub fn allgather_var(b: &dyn Bootstrap, mine: &[u8]) -> TestResult<Vec<Vec<u8>>> {
+    let lens = b.allgather(&(mine.len() as u64).to_le_bytes())?;
+    let lens: Vec<usize> = lens
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as usize)
+        .collect();
+    let max = lens.iter().copied().max().unwrap_or(0);
+    let mut padded = mine.to_vec();
+    padded.resize(max, 0);
+    let all = b.allgather(&padded)?;
+    Ok(lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| all[i * max..i * max + n].to_vec())
+        .collect())
+}
+
+/// What the launcher gave this process.
+pub struct Launch {
+    /// The harness's bootstrap.
+    pub boot: Arc<dyn Bootstrap>,
+    /// LOCAL_RANK (or the Slurm/Open MPI equivalent) when the launcher set
+    /// one; otherwise the local rank is derived from host hashes.
+    pub local_rank_hint: Option<usize>,
+}
+
+/// Whether an MPI launcher started this process.
+pub fn launched_by_mpi() -> bool {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_RANK",
+        "MPI_LOCALNRANKS",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
+}
+
+/// Chooses and starts the bootstrap for `o.bootstrap` (see
+/// [`BootstrapKind::Auto`]). `timeout_s` bounds the TCP rendezvous.
+pub fn start(o: &Options) -> TestResult<Launch> {
+    let kind = match o.bootstrap {
+        BootstrapKind::Auto if o.backend == BackendKind::Mpi => BootstrapKind::Mpi,
+        BootstrapKind::Auto if cfg!(feature = "mpi") && launched_by_mpi() => BootstrapKind::Mpi,
+        BootstrapKind::Auto if env::detect().is_some() => BootstrapKind::Tcp,
+        BootstrapKind::Auto => BootstrapKind::None,
+        k => k,
+    };
+    match kind {
+        BootstrapKind::Mpi => start_mpi(),
+        BootstrapKind::Tcp => {
+            let e = env::detect().ok_or_else(|| {
+                TestError::InvalidUsage(
+                    "--bootstrap tcp needs RANK and WORLD_SIZE (or SLURM_PROCID/SLURM_NTASKS, OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE)".into(),
+                )
+            })??;
+            let local = e.local_rank;
+            let boot = tcp::Tcp::connect(&e, o.timeout)?;
+            Ok(Launch {
+                boot: Arc::new(boot),
+                local_rank_hint: local,
+            })
+        }
+        _ => Ok(Launch {
+            boot: Arc::new(single::Single),
+            local_rank_hint: None,
+        }),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn start_mpi() -> TestResult<Launch> {
+    Ok(Launch {
+        boot: Arc::new(mpi::Mpi::init()?),
+        local_rank_hint: None,
+    })
+}
+
+#[cfg(not(feature = "mpi"))]
+fn start_mpi() -> TestResult<Launch> {
+    Err(TestError::NotImplemented(
+        "this binary was built without MPI (cargo feature `mpi`): use --bootstrap tcp with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or rebuild with --features mpi".into(),
+    ))
+}

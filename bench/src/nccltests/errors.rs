@@ -1,0 +1,115 @@
+//! Errors and exit statuses. The numbers are nccl-tests' `testResult_t`
+//! (plus 255 for bad arguments, which nccl-tests returns as -1), so scripts
+//! that check them keep working.
+
+use thiserror::Error;
+
+/// Why a run failed; [`TestError::exit_code`] gives the process status.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum TestError {
+    /// A CUDA call failed (no driver, no GPU, out of memory): status 2.
+    #[error("Test CUDA failure {call} '{msg}'")]
+    Cuda {
+        /// The call that failed.
+        call: String,
+        /// The error text.
+        msg: String,
+    },
+    /// The collective library failed (NCCL error, MPI error, invalid
+    /// argument, lost connection inside a collective): status 3.
+    #[error("Test {lib} failure {call} '{msg}'")]
+    Comm {
+        /// `NCCL`, `MPI` or `host`.
+        lib: &'static str,
+        /// The call that failed.
+        call: String,
+        /// The error text.
+        msg: String,
+    },
+    /// A collective did not complete within `-T`: status 4.
+    #[error("Test timeout ({secs}s) {detail}")]
+    Timeout {
+        /// The timeout in seconds.
+        secs: i32,
+        /// Which ranks did not finish what.
+        detail: String,
+    },
+    /// A feature the backend or machine lacks (too few GPUs, -G on a host
+    /// backend): status 5.
+    #[error("{0}")]
+    NotImplemented(String),
+    /// A usage error detected after option parsing: status 6.
+    #[error("{0}")]
+    InvalidUsage(String),
+    /// Launch/rendezvous failures and internal errors: status 1.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl TestError {
+    /// The process exit status for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            TestError::Internal(_) => 1,
+            TestError::Cuda { .. } => 2,
+            TestError::Comm { .. } => 3,
+            TestError::Timeout { .. } => 4,
+            TestError::NotImplemented(_) => 5,
+            TestError::InvalidUsage(_) => 6,
+        }
+    }
+
+    /// Shorthand for a collective-library failure.
+    pub fn comm(lib: &'static str, call: impl Into<String>, msg: impl Into<String>) -> TestError {
+        TestError::Comm {
+            lib,
+            call: call.into(),
+            msg: msg.into(),
+        }
+    }
+}
+
+/// Exit status when data is wrong or bandwidth is under NCCL_TESTS_MIN_BW
+/// (`testNumResults`).
+pub const EXIT_WRONG_RESULTS: i32 = 7;
+
+/// Exit status for bad command-line arguments (`return -1` from main).
+pub const EXIT_BAD_ARGS: i32 = 255;
+
+/// Result alias.
+pub type TestResult<T> = Result<T, TestError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_match_nccl_tests() {
+        assert_eq!(TestError::Internal("x".into()).exit_code(), 1);
+        assert_eq!(
+            TestError::Cuda {
+                call: "a".into(),
+                msg: "b".into()
+            }
+            .exit_code(),
+            2
+        );
+        assert_eq!(TestError::comm("NCCL", "a", "b").exit_code(), 3);
+        assert_eq!(
+            TestError::Timeout {
+                secs: 1,
+                detail: String::new()
+            }
+            .exit_code(),
+            4
+        );
+        assert_eq!(TestError::NotImplemented("x".into()).exit_code(), 5);
+        assert_eq!(TestError::InvalidUsage("x".into()).exit_code(), 6);
+        assert_eq!(EXIT_WRONG_RESULTS, 7);
+        let e = TestError::comm("NCCL", "ncclAllReduce", "unhandled system error");
+        assert_eq!(
+            e.to_string(),
+            "Test NCCL failure ncclAllReduce 'unhandled system error'"
+        );
+    }
+}

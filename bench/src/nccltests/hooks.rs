@@ -1,0 +1,68 @@
+//! Fault-injection hooks for tests, read from `ERDMA_BENCH_HOOK` (absent
+//! in normal runs; parsed once, never panics on bad values):
+//!
+//! - `corrupt:R` - rank R's result is altered (one element per check)
+//!   after it is read back, so the check must report wrong data (FAILED,
+//!   exit 7). Works with every backend.
+//! - `stall:R` - from its first timed iteration, rank R stops issuing
+//!   collectives and reports them as never finishing, as a hung GPU would;
+//!   every rank must then fail with a timeout (exit 4) within `-T`.
+//! - `kill:R` - rank R's process kills itself with SIGKILL at its first
+//!   timed iteration, as a crashed node would; the others must fail with a
+//!   message, not hang.
+//!
+//! Several hooks may be given, separated by commas.
+
+/// The hooks in effect.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hooks {
+    /// Ranks whose results are corrupted.
+    pub corrupt: Vec<usize>,
+    /// Ranks that stall.
+    pub stall: Vec<usize>,
+    /// Ranks whose process dies.
+    pub kill: Vec<usize>,
+}
+
+impl Hooks {
+    /// Reads `ERDMA_BENCH_HOOK`.
+    pub fn from_env() -> Hooks {
+        std::env::var("ERDMA_BENCH_HOOK")
+            .map(|v| Hooks::parse(&v))
+            .unwrap_or_default()
+    }
+
+    /// Parses `kind:rank[,kind:rank...]`; unknown entries are ignored.
+    pub fn parse(s: &str) -> Hooks {
+        let mut h = Hooks::default();
+        for item in s.split(',') {
+            let Some((kind, rank)) = item.trim().split_once(':') else {
+                continue;
+            };
+            let Ok(rank) = rank.trim().parse::<usize>() else {
+                continue;
+            };
+            match kind.trim() {
+                "corrupt" => h.corrupt.push(rank),
+                "stall" => h.stall.push(rank),
+                "kill" => h.kill.push(rank),
+                _ => {}
+            }
+        }
+        h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_hooks() {
+        let h = Hooks::parse("corrupt:1, stall:2,kill:x,bogus:3,kill:0");
+        assert_eq!(h.corrupt, vec![1]);
+        assert_eq!(h.stall, vec![2]);
+        assert_eq!(h.kill, vec![0]);
+        assert_eq!(Hooks::parse(""), Hooks::default());
+    }
+}

@@ -1,0 +1,516 @@
+//! The program: parse options, launch, report devices, create
+//! communicators, run every thread, print the footer and pick the exit
+//! status (nccl-tests' `main` and `run`).
+
+use super::backend::{self, Backend, RankSlot, Ranks};
+use super::bootstrap::{self, Bootstrap, Combine, hosthash};
+use super::colls::Collective;
+use super::cparse::{atof, atoi, strtoul};
+use super::driver::{Common, Thread, ThreadTotals};
+use super::errors::{EXIT_WRONG_RESULTS, TestError, TestResult};
+use super::hooks::Hooks;
+use super::options::{self, Options, Parsed, Printed};
+use super::output::{Output, text::DeviceLine};
+use super::sync::ProcessSync;
+
+/// Runs the benchmark for `coll` with the process's arguments and returns
+/// the exit status. Binaries call this from `main`.
+pub fn main(coll: &'static Collective) -> std::process::ExitCode {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let code = run_with_args(coll, &argv);
+    std::process::ExitCode::from((code & 0xff) as u8)
+}
+
+/// [`main`] with explicit arguments; returns the exit status.
+pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
+    let kind = options::prescan_backend(argv);
+    let (features, version) = backend::probe_features(kind);
+    let mut printed = Printed::default();
+    let parsed = options::parse(argv, features, version, &mut printed);
+    print!("{}", printed.stdout);
+    eprint!("{}", printed.stderr);
+    let opts = match parsed {
+        Parsed::Exit(code) => return code,
+        Parsed::Run(o) => *o,
+    };
+    let host = hosthash::short_hostname();
+    let launch = match bootstrap::start(&opts) {
+        Ok(l) => l,
+        Err(e) => return report_fatal(&host, &e),
+    };
+    let boot = launch.boot.clone();
+    match run(coll, opts, launch, &host) {
+        Ok(code) => {
+            finalize_mpi();
+            if code == EXIT_WRONG_RESULTS {
+                println!(
+                    " .. {host} pid {}: Test failure common.cu:1454",
+                    std::process::id()
+                );
+            }
+            code
+        }
+        Err(e) => {
+            let code = report_fatal(&host, &e);
+            if boot.size() > 1 {
+                boot.abort(code);
+            }
+            code
+        }
+    }
+}
+
+fn report_fatal(host: &str, e: &TestError) -> i32 {
+    println!("{host}: {e}");
+    println!(
+        " .. {host} pid {}: Test failure common.cu:1454",
+        std::process::id()
+    );
+    e.exit_code()
+}
+
+#[cfg(feature = "mpi")]
+fn finalize_mpi() {
+    bootstrap::mpi::finalize();
+}
+
+#[cfg(not(feature = "mpi"))]
+fn finalize_mpi() {}
+
+/// The process's place in the run.
+struct Place {
+    proc: usize,
+    total_procs: usize,
+    local_rank: usize,
+    color: i32,
+    group_procs: usize,
+    group_proc: usize,
+}
+
+fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
+    let (proc, total_procs) = (boot.rank(), boot.size());
+    let hashes = boot.allgather(&hosthash::this_host_hash().to_le_bytes())?;
+    let hashes: Vec<u64> = hashes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    let local_rank = hint.unwrap_or_else(|| hosthash::local_rank(&hashes, proc));
+    let color = split_color(proc);
+    let colors = boot.allgather(&color.to_le_bytes())?;
+    let colors: Vec<i32> = colors
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
+        .collect();
+    let group_procs = colors.iter().filter(|&&c| c == color).count();
+    let group_proc = colors[..proc].iter().filter(|&&c| c == color).count();
+    Ok(Place {
+        proc,
+        total_procs,
+        local_rank,
+        color,
+        group_procs,
+        group_proc,
+    })
+}
+
+/// NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT ("AND n", "OR n", "MOD n",
+/// "DIV n" or & | % /), as nccl-tests computes the color.
+pub fn split_color(proc: usize) -> i32 {
+    let p = proc as i32;
+    if let Ok(m) = std::env::var("NCCL_TESTS_SPLIT_MASK") {
+        return p & strtoul(&m, 16) as i32;
+    }
+    let Ok(s) = std::env::var("NCCL_TESTS_SPLIT") else {
+        return 0;
+    };
+    let lower = s.to_ascii_lowercase();
+    let arg = |prefix: &str| lower.strip_prefix(prefix).and_then(parse_split_int);
+    let mut color = 0;
+    if let Some(v) = arg("and").or_else(|| arg("&")) {
+        color = p & v;
+    }
+    if let Some(v) = arg("or").or_else(|| arg("|")) {
+        color = p | v;
+    }
+    if let Some(v) = arg("mod").or_else(|| arg("%")).filter(|&v| v != 0) {
+        color = p % v;
+    }
+    if let Some(v) = arg("div").or_else(|| arg("/")).filter(|&v| v != 0) {
+        color = p / v;
+    }
+    color
+}
+
+fn parse_split_int(s: &str) -> Option<i32> {
+    let t = s.trim_start();
+    if t.is_empty() {
+        return None;
+    }
+    let (digits, radix) = match t.strip_prefix("0b") {
+        Some(b) => (b, 2),
+        None => (t, 0),
+    };
+    let first_ok = digits
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_digit() || c == '+' || c == '-');
+    first_ok.then(|| strtoul(digits, radix) as i32)
+}
+
+fn run(
+    coll: &'static Collective,
+    mut opts: Options,
+    launch: bootstrap::Launch,
+    host: &str,
+) -> TestResult<i32> {
+    let boot = launch.boot.clone();
+    let pl = place(&*boot, launch.local_rank_hint)?;
+    let mut out = Output::new(pl.proc == 0, &opts);
+    if let Some(path) = opts.output_file.clone() {
+        out.open_json(&path, &opts.argv, 0);
+    }
+    if let Some(path) = opts.csv_file.clone() {
+        out.open_csv(&path).map_err(TestError::InvalidUsage)?;
+    }
+    let be = backend::create(&opts, &boot)?;
+    check_threading(&opts, &*boot)?;
+    let per_proc = (opts.nthreads * opts.ngpus) as usize;
+    let gpu0 = std::env::var("NCCL_TESTS_DEVICE")
+        .map(|v| atoi(&v))
+        .unwrap_or(-1);
+    let first_dev = if gpu0 != -1 {
+        gpu0
+    } else {
+        (pl.local_rank * per_proc) as i32
+    };
+    let max_mem = device_report(&opts, &*be, &*boot, &pl, first_dev, host, &mut out)?;
+    cap_max_bytes(&mut opts, max_mem, pl.proc == 0, &out);
+    let nranks = pl.group_procs * per_proc;
+    out.nranks = nranks;
+    let id = unique_id(&*be, &*boot, &pl)?;
+    let slots = thread_slots(&opts, &pl, first_dev);
+    let hooks = Hooks::from_env();
+    let sync = ProcessSync::new(opts.nthreads as usize, boot.clone());
+    let features = be.features();
+    let mut ranks: Vec<Option<Box<dyn Ranks>>> = if opts.parallel_init == 0 {
+        let mut v = be.init_ranks(&id, nranks, &slots)?;
+        for r in v.iter_mut() {
+            alloc_ranks(r.as_mut(), &opts)?;
+        }
+        v.into_iter().map(Some).collect()
+    } else {
+        (0..slots.len()).map(|_| None).collect()
+    };
+    out.result_header();
+    let common = Common {
+        opts: &opts,
+        coll,
+        sync: &sync,
+        hooks: &hooks,
+        features,
+        nranks,
+        proc: pl.group_proc,
+        max_bytes: opts.max_bytes,
+        hostname: host,
+    };
+    let (totals, finished) = run_threads(&common, &*be, &id, &slots, &mut ranks, &mut out)?;
+    let errors = bootstrap::allreduce_i64(&*boot, totals.errors, Combine::Sum)?;
+    for mut r in finished {
+        r.finish()?;
+    }
+    let check_avg_bw = std::env::var("NCCL_TESTS_MIN_BW")
+        .map(|v| atof(&v))
+        .unwrap_or(-1.0);
+    let bw = if totals.bw_count == 0 {
+        -f64::NAN
+    } else {
+        totals.bw_sum / totals.bw_count as f64
+    };
+    out.footer(errors, bw, check_avg_bw, &opts.program_name);
+    if opts.memory_report != 0 {
+        out.mem_info(0, 0, 0);
+    }
+    out.errors(&be.last_error());
+    out.finalize().map_err(TestError::Internal)?;
+    let failed = errors != 0 || bw < check_avg_bw * 0.9;
+    Ok(if failed { EXIT_WRONG_RESULTS } else { 0 })
+}
+
+fn check_threading(o: &Options, boot: &dyn Bootstrap) -> TestResult<()> {
+    #[cfg(feature = "mpi")]
+    if o.nthreads > 1 && boot.name() == "MPI" {
+        let b = bootstrap::mpi::Mpi::init()?;
+        if !b.serialized_ok() {
+            return Err(TestError::NotImplemented(
+                "-t > 1 needs MPI_THREAD_SERIALIZED or better, which this MPI does not provide"
+                    .into(),
+            ));
+        }
+    }
+    let _ = (o, boot);
+    Ok(())
+}
+
+fn alloc_ranks(r: &mut dyn Ranks, o: &Options) -> TestResult<()> {
+    let bytes = o.max_bytes as usize + 8 * o.unalign.max(0) as usize;
+    r.alloc(bytes, bytes)?;
+    if o.local_register != 0 {
+        r.register(o.local_register)?;
+    }
+    Ok(())
+}
+
+fn thread_slots(o: &Options, pl: &Place, first_dev: i32) -> Vec<Vec<RankSlot>> {
+    let (t, g) = (o.nthreads as usize, o.ngpus as usize);
+    (0..t)
+        .map(|th| {
+            (0..g)
+                .map(|i| RankSlot {
+                    rank: (pl.group_proc * t + th) * g + i,
+                    device: first_dev + (th * g + i) as i32,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `writeDeviceReport`: every process's device lines to rank 0; returns the
+/// smallest device memory of the run.
+fn device_report(
+    o: &Options,
+    be: &dyn Backend,
+    boot: &dyn Bootstrap,
+    pl: &Place,
+    first_dev: i32,
+    host: &str,
+    out: &mut Output,
+) -> TestResult<u64> {
+    let (headers, library) = be.versions();
+    let per_proc = (o.nthreads * o.ngpus) as usize;
+    let available = be.device_count()?;
+    let mut lines = Vec::new();
+    let mut max_mem = u64::MAX;
+    let mut status = 0u8;
+    for i in 0..per_proc {
+        let dev = first_dev + i as i32;
+        if dev < 0 || dev as usize >= available {
+            eprintln!(
+                "Invalid number of GPUs: {} requested but only {} were found.\nPlease check the number of processes and GPUs per process.",
+                first_dev as i64 + per_proc as i64,
+                available
+            );
+            status = 1;
+            break;
+        }
+        let info = be.device_info(dev)?;
+        max_mem = max_mem.min(info.total_mem);
+        lines.push(DeviceLine {
+            rank: (pl.proc * per_proc + i) as i32,
+            group: pl.color,
+            pid: std::process::id() as i32,
+            hostname: host.to_string(),
+            device: dev,
+            pci: info.pci,
+            name: info.name,
+        });
+    }
+    let mut msg = vec![status];
+    msg.extend_from_slice(&max_mem.to_le_bytes());
+    msg.extend_from_slice(serialize_lines(&lines).as_bytes());
+    let all = bootstrap::allgather_var(boot, &msg)?;
+    if all.iter().any(|m| m.first() != Some(&0)) {
+        return Err(TestError::NotImplemented(
+            "too few GPUs for the requested ranks".into(),
+        ));
+    }
+    let procs: Vec<Vec<DeviceLine>> = all.iter().map(|m| parse_lines(&m[9..])).collect();
+    out.device_report(o, headers, library, &procs);
+    let min = all
+        .iter()
+        .map(|m| u64::from_le_bytes(m[1..9].try_into().unwrap_or([0xff; 8])))
+        .min();
+    let _ = pl.total_procs;
+    Ok(min.unwrap_or(u64::MAX))
+}
+
+fn serialize_lines(lines: &[DeviceLine]) -> String {
+    lines
+        .iter()
+        .map(|d| {
+            format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+                d.rank,
+                d.group,
+                d.pid,
+                d.hostname,
+                d.device,
+                d.pci.0,
+                d.pci.1,
+                d.pci.2,
+                d.name.replace(['\t', '\n'], " ")
+            )
+        })
+        .collect()
+}
+
+fn parse_lines(b: &[u8]) -> Vec<DeviceLine> {
+    String::from_utf8_lossy(b)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.splitn(9, '\t').collect();
+            let n = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+            Some(DeviceLine {
+                rank: n(0)? as i32,
+                group: n(1)? as i32,
+                pid: n(2)? as i32,
+                hostname: f.get(3)?.to_string(),
+                device: n(4)? as i32,
+                pci: (n(5)? as u32, n(6)? as u32, n(7)? as u32),
+                name: f.get(8)?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The memory cap: 1 GiB reserved per 16 GiB (at most 4 GiB), 1 GiB for
+/// the library, the rest split between send, receive and expected buffers.
+pub fn mem_max_bytes(max_mem: u64, datacheck: i32) -> u64 {
+    const GB: u64 = 1 << 30;
+    let reserve = (max_mem.wrapping_add(16 * GB - 1) / (16 * GB))
+        .wrapping_mul(GB)
+        .min(4 * GB);
+    max_mem.wrapping_sub(reserve).wrapping_sub(GB) / if datacheck != 0 { 3 } else { 2 }
+}
+
+fn cap_max_bytes(o: &mut Options, max_mem: u64, is_root: bool, out: &Output) {
+    let cap = mem_max_bytes(max_mem, o.datacheck);
+    if o.max_bytes > cap {
+        o.max_bytes = cap;
+        if o.min_bytes > o.max_bytes {
+            o.min_bytes = o.max_bytes;
+        }
+        if is_root {
+            out.print(&format!(
+                "#\n# Reducing maxBytes to {} due to memory limitation\n",
+                o.max_bytes as i64
+            ));
+        }
+    }
+}
+
+/// The communicator id: each split group's first process creates it.
+fn unique_id(be: &dyn Backend, boot: &dyn Bootstrap, pl: &Place) -> TestResult<Vec<u8>> {
+    let mine = if pl.group_proc == 0 {
+        be.create_id()?
+    } else {
+        Vec::new()
+    };
+    let all = bootstrap::allgather_var(boot, &mine)?;
+    let colors = boot.allgather(&pl.color.to_le_bytes())?;
+    let leader = colors
+        .chunks_exact(4)
+        .position(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) == pl.color)
+        .unwrap_or(0);
+    Ok(all.get(leader).cloned().unwrap_or_default())
+}
+
+type Finished = Vec<Box<dyn Ranks>>;
+
+/// Runs thread 0 here and the others on scoped threads; sums their totals.
+fn run_threads(
+    c: &Common,
+    be: &dyn Backend,
+    id: &[u8],
+    slots: &[Vec<RankSlot>],
+    ranks: &mut [Option<Box<dyn Ranks>>],
+    out: &mut Output,
+) -> TestResult<(ThreadTotals, Finished)> {
+    let body = |t: usize,
+                r: Option<Box<dyn Ranks>>,
+                out: Option<&mut Output>|
+     -> TestResult<(Box<dyn Ranks>, ThreadTotals)> {
+        let r = match r {
+            Some(r) => r,
+            None => {
+                let mut v = be.init_ranks(id, c.nranks, &slots[t..t + 1])?;
+                let mut r = v
+                    .pop()
+                    .ok_or_else(|| TestError::Internal("no ranks".into()))?;
+                alloc_ranks(r.as_mut(), c.opts)?;
+                r
+            }
+        };
+        let mut th = Thread::new(c, t, r, out);
+        th.run_test()?;
+        Ok(th.into_parts())
+    };
+    let mut taken: Vec<Option<Box<dyn Ranks>>> = ranks.iter_mut().map(Option::take).collect();
+    let first = taken.first_mut().and_then(Option::take);
+    let results: Vec<TestResult<(Box<dyn Ranks>, ThreadTotals)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = taken
+            .iter_mut()
+            .enumerate()
+            .skip(1)
+            .map(|(t, r)| {
+                let r = r.take();
+                let body = &body;
+                s.spawn(move || body(t, r, None))
+            })
+            .collect();
+        let mut res = vec![body(0, first, Some(out))];
+        for h in handles {
+            res.push(h.join().unwrap_or_else(|_| {
+                Err(TestError::Internal("a benchmark thread panicked".into()))
+            }));
+        }
+        res
+    });
+    let mut total = ThreadTotals::default();
+    let mut finished = Vec::new();
+    for r in results {
+        let (ranks, t) = r?;
+        total.errors += t.errors;
+        total.bw_sum += t.bw_sum;
+        total.bw_count += t.bw_count;
+        finished.push(ranks);
+    }
+    Ok((total, finished))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_cap_formula() {
+        let h200 = 150_754_820_096u64; // 140.4 GiB
+        let cap = mem_max_bytes(h200, 1);
+        assert_eq!(cap, (h200 - 4 * (1 << 30) - (1 << 30)) / 3);
+        assert!(
+            mem_max_bytes(u64::MAX, 1) > 1 << 60,
+            "host backends are not capped"
+        );
+        assert_eq!(mem_max_bytes(16 << 30, 0), (16u64 << 30) - (2 << 30))
+            .then_some(())
+            .map_or((), |_| ());
+    }
+
+    #[test]
+    fn device_lines_round_trip() {
+        let d = DeviceLine {
+            rank: 3,
+            group: 1,
+            pid: 42,
+            hostname: "h".into(),
+            device: 2,
+            pci: (0, 0x1b, 0),
+            name: "NVIDIA H200".into(),
+        };
+        assert_eq!(
+            parse_lines(serialize_lines(&[d.clone()]).as_bytes()),
+            vec![d]
+        );
+    }
+}
