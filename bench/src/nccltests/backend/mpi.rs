@@ -175,10 +175,18 @@ fn mpi_type(dt: DataType) -> ffi::MPI_Datatype {
     }
 }
 
+/// Whether MPI's built-in ops reduce `dt` as NCCL does. 8-bit integers
+/// are excluded: Open MPI 4.1's AVX op component sums them with saturating
+/// instructions (int8 100+100 = 127) where NCCL wraps.
 fn is_native(dt: DataType) -> bool {
     !matches!(
         dt,
-        DataType::Half | DataType::Bfloat16 | DataType::F8e4m3 | DataType::F8e5m2
+        DataType::Half
+            | DataType::Bfloat16
+            | DataType::F8e4m3
+            | DataType::F8e5m2
+            | DataType::Int8
+            | DataType::Uint8
     )
 }
 
@@ -234,7 +242,9 @@ impl MpiRanks {
         let k = self.used_scratch;
         self.used_scratch += 1;
         let s = &mut self.scratch[k];
-        s.resize(len, 0);
+        // Never empty: an empty Vec's dangling pointer (0x1) is Open MPI's
+        // MPI_IN_PLACE.
+        s.resize(len.max(1), 0);
         // SAFETY: src points at `len` readable bytes (buf_ptr checked) and
         // `s` is a distinct allocation of `len` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src, s.as_mut_ptr(), len) };
@@ -614,14 +624,16 @@ impl Ranks for MpiRanks {
 mod user_ops {
     use super::*;
 
-    /// One op per (small float type, sum/prod/max/min).
-    pub struct Ops([ffi::MPI_Op; 16]);
+    /// One op per (type without a correct built-in, sum/prod/max/min).
+    pub struct Ops([ffi::MPI_Op; 24]);
 
-    const TYPES: [DataType; 4] = [
+    const TYPES: [DataType; 6] = [
         DataType::Half,
         DataType::Bfloat16,
         DataType::F8e4m3,
         DataType::F8e5m2,
+        DataType::Int8,
+        DataType::Uint8,
     ];
     const OPS: [RedOp; 4] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min];
 
@@ -683,20 +695,29 @@ mod user_ops {
     user_fn!(f31, 3, 1);
     user_fn!(f32, 3, 2);
     user_fn!(f33, 3, 3);
+    user_fn!(f40, 4, 0);
+    user_fn!(f41, 4, 1);
+    user_fn!(f42, 4, 2);
+    user_fn!(f43, 4, 3);
+    user_fn!(f50, 5, 0);
+    user_fn!(f51, 5, 1);
+    user_fn!(f52, 5, 2);
+    user_fn!(f53, 5, 3);
 
     type UserFn =
         unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut ffi::MPI_Datatype);
-    const FNS: [UserFn; 16] = [
-        f00, f01, f02, f03, f10, f11, f12, f13, f20, f21, f22, f23, f30, f31, f32, f33,
+    const FNS: [UserFn; 24] = [
+        f00, f01, f02, f03, f10, f11, f12, f13, f20, f21, f22, f23, f30, f31, f32, f33, f40, f41,
+        f42, f43, f50, f51, f52, f53,
     ];
 
-    /// Creates the 16 ops.
+    /// Creates the ops.
     ///
     /// # Safety
     /// MPI must be initialized and the MPI lock held.
     pub unsafe fn create() -> TestResult<Ops> {
         // SAFETY: zeroed handles are overwritten by MPI_Op_create.
-        let mut ops: [ffi::MPI_Op; 16] = unsafe { std::mem::zeroed() };
+        let mut ops: [ffi::MPI_Op; 24] = unsafe { std::mem::zeroed() };
         for (k, f) in FNS.iter().enumerate() {
             // SAFETY: f has the MPI_User_function signature; ops[k] is valid.
             check(

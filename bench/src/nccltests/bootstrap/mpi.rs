@@ -110,6 +110,11 @@ impl Bootstrap for Mpi {
         "MPI"
     }
     fn allgather(&self, mine: &[u8]) -> TestResult<Vec<u8>> {
+        if mine.is_empty() {
+            // Every process passes the same length; an empty Vec's dangling
+            // pointer would read as MPI_IN_PLACE ((void*)1) in Open MPI.
+            return Ok(Vec::new());
+        }
         let n = c_int::try_from(mine.len())
             .map_err(|_| TestError::Internal("MPI bootstrap: message too large".into()))?;
         let mut out = vec![0u8; mine.len() * self.size];
