@@ -259,11 +259,20 @@ impl Tcp {
     }
 
     /// Tells every reachable rank why the run stops, then returns the error.
+    /// Each socket is half-closed and drained briefly so the message is
+    /// delivered instead of being discarded by a reset.
     fn root_abort(&self, peers: &mut [(TcpStream, SocketAddr)], err: TestError) -> TestError {
         let msg = err.to_string();
         for (s, _) in peers.iter_mut() {
             let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
             let _ = write_frame(s, TAG_ABORT, msg.as_bytes());
+            let _ = s.shutdown(std::net::Shutdown::Write);
+        }
+        let until = Instant::now() + Duration::from_millis(500);
+        for (s, _) in peers.iter_mut() {
+            let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+            let mut sink = [0u8; 4096];
+            while Instant::now() < until && matches!(s.read(&mut sink), Ok(n) if n > 0) {}
         }
         err
     }
@@ -275,7 +284,16 @@ impl Tcp {
         mine: &[u8],
     ) -> TestResult<Vec<u8>> {
         let who = format!("rank 0 ({addr})");
-        write_frame(s, TAG_DATA, mine).map_err(|e| lost(&who, e))?;
+        if let Err(e) = write_frame(s, TAG_DATA, mine) {
+            // Rank 0 may have given up and said why: prefer its message.
+            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+            return Err(match read_frame(s) {
+                Ok((TAG_ABORT, m)) => {
+                    TestError::Internal(format!("rank 0 reports: {}", String::from_utf8_lossy(&m)))
+                }
+                _ => lost(&who, e),
+            });
+        }
         // Waiting on rank 0 includes waiting for the slowest rank, so the
         // bound is the run's timeout (None: peers' deaths still end it).
         s.set_read_timeout(self.timeout)

@@ -1,0 +1,174 @@
+//! Helpers for the nccltests integration tests: run the real binaries and
+//! inspect what they print.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Path of a `*_perf` binary built by Cargo for this test run.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = env!("CARGO_BIN_EXE_all_reduce_perf");
+    PathBuf::from(exe).with_file_name(name)
+}
+
+/// Runs a binary with arguments and extra environment.
+pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin(name));
+    c.args(args).env_remove("ERDMA_BENCH_HOOK");
+    for k in [
+        "RANK",
+        "WORLD_SIZE",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_RANK",
+        "SLURM_PROCID",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "NCCL_TESTS_MIN_BW",
+    ] {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run binary")
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The data rows of a report (lines not starting with '#').
+pub fn rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty() && !l.starts_with(" .."))
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+/// Asserts the layout of every row: 13 columns, numbers where nccl-tests
+/// prints numbers, and returns the #wrong columns.
+pub fn check_rows(text: &str) -> Vec<(String, String)> {
+    let rs = rows(text);
+    assert!(!rs.is_empty(), "no rows in:\n{text}");
+    rs.iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if r.len() == 12 {
+                // hypercube prints an empty op name.
+                r.insert(3, String::new());
+            }
+            assert_eq!(r.len(), 13, "row {r:?}");
+            for i in [0, 1, 4, 5, 6, 7, 9, 10, 11] {
+                assert!(r[i].parse::<f64>().is_ok(), "column {i} of {r:?}");
+            }
+            (r[8].clone(), r[12].clone())
+        })
+        .collect()
+}
+
+/// The value after "Out of bounds values :" and its verdict.
+pub fn out_of_bounds(text: &str) -> (i64, String) {
+    let l = text
+        .lines()
+        .find(|l| l.starts_with("# Out of bounds values"))
+        .expect("footer");
+    let f: Vec<&str> = l.split(':').nth(1).unwrap().split_whitespace().collect();
+    (f[0].parse().unwrap(), f.get(1).unwrap_or(&"").to_string())
+}
+
+/// A TCP port unlikely to collide with parallel tests.
+pub fn port(offset: u16) -> String {
+    (20000 + (std::process::id() % 20000) as u16 + offset * 7).to_string()
+}
+
+/// Starts `n` processes of `name` with RANK/WORLD_SIZE/MASTER_* set and
+/// waits for all (killing any still running after `limit`). Returns
+/// (exit code or -signal, stdout, stderr, elapsed) per rank.
+pub fn run_tcp(
+    n: usize,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    port: &str,
+    limit: Duration,
+) -> Vec<(i32, String, String, Duration)> {
+    let start = Instant::now();
+    let mut kids: Vec<_> = (0..n)
+        .map(|r| {
+            let mut c = Command::new(bin(name));
+            c.args(args)
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", n.to_string())
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port)
+                .env_remove("ERDMA_BENCH_HOOK")
+                .env_remove("OMPI_COMM_WORLD_SIZE")
+                .env_remove("PMIX_RANK")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                c.env(k, v);
+            }
+            c.spawn().expect("spawn")
+        })
+        .collect();
+    let mut done: Vec<Option<(i32, Duration)>> = vec![None; n];
+    while done.iter().any(Option::is_none) {
+        for (i, k) in kids.iter_mut().enumerate() {
+            if done[i].is_none()
+                && let Ok(Some(st)) = k.try_wait()
+            {
+                use std::os::unix::process::ExitStatusExt;
+                let code = st.code().unwrap_or_else(|| -st.signal().unwrap_or(0));
+                done[i] = Some((code, start.elapsed()));
+            }
+        }
+        if start.elapsed() > limit {
+            for (i, k) in kids.iter_mut().enumerate() {
+                if done[i].is_none() {
+                    let _ = k.kill();
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    kids.into_iter()
+        .zip(done)
+        .map(|(k, d)| {
+            let o = k.wait_with_output().expect("output");
+            let (code, t) = d.unwrap();
+            (
+                code,
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+                t,
+            )
+        })
+        .collect()
+}
+
+/// mpirun, when installed.
+pub fn mpirun() -> Option<Command> {
+    let ok = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("mpirun not found: skipping");
+        return None;
+    }
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--mca",
+        "btl",
+        "self,vader,tcp",
+    ])
+    .env_remove("ERDMA_BENCH_HOOK");
+    Some(c)
+}

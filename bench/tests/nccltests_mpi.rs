@@ -1,0 +1,160 @@
+//! Under real mpirun with the MPI backend (`--backend mpi`): rows, footer,
+//! JSON and exit statuses for 1, 2 and 4 processes, wrong data, a killed
+//! rank and a hung rank.
+#![cfg(feature = "mpi")]
+
+mod nccltests_common;
+use nccltests_common::*;
+use std::time::{Duration, Instant};
+
+fn mpi(
+    np: usize,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<(i32, String, Duration)> {
+    let mut c = mpirun()?;
+    c.arg("-np").arg(np.to_string());
+    for (k, v) in env {
+        c.args(["-x", &format!("{k}={v}")]);
+    }
+    c.arg(bin(name)).args(["--backend", "mpi"]).args(args);
+    let t = Instant::now();
+    let o = c.output().expect("mpirun");
+    let text = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
+    Some((o.status.code().unwrap_or(-1), text, t.elapsed()))
+}
+
+#[test]
+fn mpirun_1_2_4_processes() {
+    for np in [1, 2, 4] {
+        let Some((code, out, _)) = mpi(
+            np,
+            "all_reduce_perf",
+            &["-b", "8", "-e", "64K", "-f", "8", "-n", "3", "-o", "all"],
+            &[],
+        ) else {
+            return;
+        };
+        assert_eq!(code, 0, "np={np}:\n{out}");
+        assert_eq!(out.matches("#  Rank ").count(), np);
+        assert_eq!(
+            out.matches("# Collective test concluded").count(),
+            1,
+            "only rank 0 prints"
+        );
+        let wrong = check_rows(&out);
+        assert_eq!(wrong.len(), 5 * 6);
+        assert!(wrong.iter().all(|(a, b)| a == "0" && b == "0"), "{out}");
+        let busbw: f64 = rows(&out)[4][7].parse().unwrap();
+        if np == 1 {
+            assert_eq!(busbw, 0.0, "one rank moves nothing over the bus");
+        } else {
+            assert!(busbw > 0.0);
+        }
+    }
+}
+
+#[test]
+fn every_collective_type_and_op_under_mpirun() {
+    for name in [
+        "all_gather_perf",
+        "reduce_scatter_perf",
+        "broadcast_perf",
+        "reduce_perf",
+        "alltoall_perf",
+        "gather_perf",
+        "scatter_perf",
+        "sendrecv_perf",
+        "hypercube_perf",
+    ] {
+        let Some((code, out, _)) = mpi(
+            4,
+            name,
+            &[
+                "-b", "1K", "-e", "1K", "-n", "1", "-d", "all", "-o", "all", "-r", "-1",
+            ],
+            &[],
+        ) else {
+            return;
+        };
+        assert_eq!(code, 0, "{name}:\n{out}");
+        assert_eq!(out_of_bounds(&out), (0, "OK".into()), "{name}");
+    }
+    let Some((code, out, _)) = mpi(
+        3,
+        "all_reduce_perf",
+        &[
+            "-b", "256", "-e", "256", "-n", "1", "-d", "all", "-o", "all",
+        ],
+        &[],
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(rows(&out).len(), 72);
+}
+
+#[test]
+fn json_under_mpirun() {
+    let path = std::env::temp_dir().join(format!("nccltests-mpi-{}.json", std::process::id()));
+    let p = path.to_str().unwrap();
+    let Some((code, out, _)) = mpi(
+        2,
+        "all_reduce_perf",
+        &["-b", "1K", "-e", "4K", "-f", "2", "-n", "2", "-J", p],
+        &[],
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(j["config"]["devices"].as_array().unwrap().len(), 2);
+    assert_eq!(j["results"].as_array().unwrap().len(), 3);
+    assert!(j["results"][2]["out_of_place"]["bus_bw"].as_f64().unwrap() > 0.0);
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn wrong_data_gives_failed_and_status_7() {
+    let Some((code, out, _)) = mpi(
+        2,
+        "all_reduce_perf",
+        &["-b", "1K", "-e", "1K", "-n", "1"],
+        &[("ERDMA_BENCH_HOOK", "corrupt:1")],
+    ) else {
+        return;
+    };
+    assert_eq!(code, 7, "{out}");
+    assert!(out.contains("# Out of bounds values : 2 FAILED"));
+}
+
+#[test]
+fn killed_rank_ends_the_job() {
+    let Some((code, out, t)) = mpi(
+        3,
+        "all_reduce_perf",
+        &["-b", "64", "-e", "64K", "-f", "4", "-n", "5", "-T", "30"],
+        &[("ERDMA_BENCH_HOOK", "kill:2")],
+    ) else {
+        return;
+    };
+    assert_ne!(code, 0, "{out}");
+    assert!(t < Duration::from_secs(25), "{t:?}");
+}
+
+#[test]
+fn hung_rank_times_out_with_status_4() {
+    let Some((code, out, t)) = mpi(
+        2,
+        "all_reduce_perf",
+        &["-b", "64", "-e", "64", "-n", "3", "-T", "2"],
+        &[("ERDMA_BENCH_HOOK", "stall:1")],
+    ) else {
+        return;
+    };
+    assert_eq!(code, 4, "{out}");
+    assert!(out.contains("Test timeout (2s) rank"), "{out}");
+    assert!(t < Duration::from_secs(20), "{t:?}");
+}
