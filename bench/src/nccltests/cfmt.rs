@@ -57,6 +57,28 @@ fn pad(s: String, width: usize) -> String {
     format!("{s:>width$}")
 }
 
+/// The local time as `"%Y-%m-%d %H:%M:%S"` (nccl-tests' `formatNow`).
+pub fn now_string() -> String {
+    let mut buf = [0u8; 64];
+    // SAFETY: time(NULL) has no preconditions; localtime_r writes only into
+    // `tm`, which we own; strftime writes at most `buf.len()` bytes into buf
+    // and the format is a valid C string.
+    let n = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&now, &mut tm).is_null() {
+            return String::new();
+        }
+        libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%Y-%m-%d %H:%M:%S".as_ptr(),
+            &tm,
+        )
+    };
+    String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,26 +113,4 @@ mod tests {
         assert_eq!(lf(505.0912), "505.091200");
         assert_eq!(lf(0.0), "0.000000");
     }
-}
-
-/// The local time as `"%Y-%m-%d %H:%M:%S"` (nccl-tests' `formatNow`).
-pub fn now_string() -> String {
-    let mut buf = [0u8; 64];
-    // SAFETY: time(NULL) has no preconditions; localtime_r writes only into
-    // `tm`, which we own; strftime writes at most `buf.len()` bytes into buf
-    // and the format is a valid C string.
-    let n = unsafe {
-        let now = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&now, &mut tm).is_null() {
-            return String::new();
-        }
-        libc::strftime(
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            c"%Y-%m-%d %H:%M:%S".as_ptr(),
-            &tm,
-        )
-    };
-    String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned()
 }

@@ -217,11 +217,9 @@ impl<'a> Thread<'a> {
     ) -> TestResult<()> {
         let sz = self.sz;
         let total = sz.send_bytes.max(sz.expected_bytes);
-        let steps = if total > 0 {
-            (self.c.max_bytes as usize / total).max(1)
-        } else {
-            1
-        };
+        let steps = (self.c.max_bytes as usize)
+            .checked_div(total)
+            .map_or(1, |s| s.max(1));
         let shift = total * (iter.rem_euclid(steps as i64) as usize);
         let g = self.ranks.count();
         if g > 1 {

@@ -234,7 +234,7 @@ mod tests {
             }
             last as f64
         });
-        assert_eq!(got, vec![(0 + 1 + 2 + 3 * 49) as f64; 3]);
+        assert_eq!(got, vec![(1 + 2 + 3 * 49) as f64; 3]);
         let rows = run_threads(2, |s, t| {
             s.gather_max_rows(t, &[t as f64, 5.0 - t as f64]).unwrap()[0][1]
         });

@@ -164,7 +164,7 @@ impl RedOp {
 /// The scalar rank `rank` multiplies its input by for [`RedOp::MulSum`]
 /// (`ncclVerifiablePremulScalar`): 1 on even ranks, 2 on odd ranks.
 pub fn premul_scalar(rank: usize) -> f64 {
-    if rank % 2 == 0 { 1.0 } else { 2.0 }
+    if rank.is_multiple_of(2) { 1.0 } else { 2.0 }
 }
 
 /// Which types and ops the selected library supports; nccl-tests derives
