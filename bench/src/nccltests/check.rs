@@ -214,7 +214,6 @@ pub fn verify(
         if corrupt && pos == 0 && n > 0 {
             got[0] ^= 0x5a;
         }
-        want.clear();
         want.resize(n, 0);
         expected_range(expected, dt, pos, &mut want);
         wrong += count_wrong(dt, tol, &got, &want) as i64;
@@ -228,6 +227,7 @@ pub fn verify(
 fn expected_range(segs: &[Seg], dt: DataType, pos: usize, out: &mut [u8]) {
     let ws = dt.size();
     let end = pos + out.len();
+    out.fill(0);
     for s in segs {
         let (a, b) = (s.off.max(pos), (s.off + s.len).min(end));
         if a >= b {

@@ -194,8 +194,12 @@ fn run(
     let hooks = Hooks::from_env();
     let sync = ProcessSync::new(opts.nthreads as usize, boot.clone());
     let features = be.features();
+    let devices: Vec<i32> = slots.iter().flatten().map(|s| s.device).collect();
+    let free0 = free_mem(&*be, &devices);
+    let mut free1 = free0.clone();
     let mut ranks: Vec<Option<Box<dyn Ranks>>> = if opts.parallel_init == 0 {
         let mut v = be.init_ranks(&id, nranks, &slots)?;
+        free1 = free_mem(&*be, &devices);
         for r in v.iter_mut() {
             alloc_ranks(r.as_mut(), &opts)?;
         }
@@ -203,6 +207,7 @@ fn run(
     } else {
         (0..slots.len()).map(|_| None).collect()
     };
+    let free2 = free_mem(&*be, &devices);
     out.result_header();
     let common = Common {
         opts: &opts,
@@ -216,7 +221,17 @@ fn run(
         hostname: host,
     };
     let (totals, finished) = run_threads(&common, &*be, &id, &slots, &mut ranks, &mut out)?;
+    let free3 = free_mem(&*be, &devices);
     let errors = bootstrap::allreduce_i64(&*boot, totals.errors, Combine::Sum)?;
+    let mem = [
+        used_between(&free0, &free1),
+        used_between(&free1, &free2),
+        used_between(&free2, &free3),
+    ];
+    let mut mem_max = [0i64; 3];
+    for (m, v) in mem_max.iter_mut().zip(mem) {
+        *m = bootstrap::allreduce_i64(&*boot, v, Combine::Max)?;
+    }
     for mut r in finished {
         r.finish()?;
     }
@@ -230,12 +245,31 @@ fn run(
     };
     out.footer(errors, bw, check_avg_bw, &opts.program_name);
     if opts.memory_report != 0 {
-        out.mem_info(0, 0, 0);
+        out.mem_info(mem_max[0], mem_max[1], mem_max[2]);
     }
     out.errors(&be.last_error());
     out.finalize().map_err(TestError::Internal)?;
     let failed = errors != 0 || bw < check_avg_bw * 0.9;
     Ok(if failed { EXIT_WRONG_RESULTS } else { 0 })
+}
+
+/// Free memory of each device (0 when the backend cannot tell).
+fn free_mem(be: &dyn Backend, devices: &[i32]) -> Vec<i64> {
+    devices
+        .iter()
+        .map(|&d| be.free_mem(d).map_or(0, |f| f as i64))
+        .collect()
+}
+
+/// The largest drop in free memory over the devices (nccl-tests' -M
+/// figures: initialization, user buffers, collectives).
+fn used_between(before: &[i64], after: &[i64]) -> i64 {
+    before
+        .iter()
+        .zip(after)
+        .map(|(b, a)| b - a)
+        .max()
+        .unwrap_or(0)
 }
 
 fn check_threading(o: &Options, boot: &dyn Bootstrap) -> TestResult<()> {

@@ -148,6 +148,12 @@ impl Backend for HostBackend {
     fn create_id(&self) -> TestResult<Vec<u8>> {
         Ok(Vec::new())
     }
+    /// Host memory held by this process's buffers, as if it were one device.
+    fn free_mem(&self, _device: i32) -> Option<u64> {
+        let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let used = s.as_ref().map_or(0, |sh| sh.used_bytes());
+        Some(HOST_MEM - used)
+    }
     fn init_ranks(
         &self,
         _id: &[u8],
@@ -184,6 +190,16 @@ impl Backend for HostBackend {
 }
 
 impl Shared {
+    fn used_bytes(&self) -> u64 {
+        self.mem
+            .iter()
+            .map(|m| {
+                let m = m.lock().unwrap_or_else(|p| p.into_inner());
+                (m.send.len() + m.recv.len()) as u64
+            })
+            .sum()
+    }
+
     /// Posts one call; runs the round if this call completes it.
     fn post(&self, local: usize, call: CollCall) -> TestResult<()> {
         let round = {
@@ -436,15 +452,6 @@ impl Ranks for HostRanks {
         Ok(tb.saturating_duration_since(*ta).as_secs_f64() as f32 * 1e3)
     }
     fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
-        let used: usize = self
-            .shared
-            .mem
-            .iter()
-            .map(|m| {
-                let m = m.lock().unwrap_or_else(|p| p.into_inner());
-                m.send.len() + m.recv.len()
-            })
-            .sum();
-        Some((HOST_MEM - used as u64, HOST_MEM))
+        Some((HOST_MEM - self.shared.used_bytes(), HOST_MEM))
     }
 }

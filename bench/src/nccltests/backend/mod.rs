@@ -134,6 +134,11 @@ pub trait Backend: Send + Sync {
         nranks: usize,
         threads: &[Vec<RankSlot>],
     ) -> TestResult<Vec<Box<dyn Ranks>>>;
+    /// Free memory of `device` in bytes (`cudaMemGetInfo`), for `-M`; None
+    /// when unknown.
+    fn free_mem(&self, _device: i32) -> Option<u64> {
+        None
+    }
     /// `ncclGetLastError(NULL)`: printed after the footer.
     fn last_error(&self) -> String {
         String::new()
