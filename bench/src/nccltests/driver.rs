@@ -283,12 +283,15 @@ impl<'a> Thread<'a> {
         let timeout = self.c.opts.timeout;
         let start = Instant::now();
         loop {
-            let pending = match self.ranks.poll()? {
-                Poll::Done if !self.stalled => return Ok(()),
-                Poll::Done => (0..self.ranks.count()).collect(),
-                Poll::Pending(p) => p,
-            };
+            if self.ranks.poll()? == Poll::Done && !self.stalled {
+                return Ok(());
+            }
             if timeout > 0 && start.elapsed().as_secs_f64() > timeout as f64 {
+                let pending = if self.stalled {
+                    (0..self.ranks.count()).collect()
+                } else {
+                    self.ranks.pending()
+                };
                 self.ranks.abort();
                 return Err(self.timeout_error(&pending));
             }

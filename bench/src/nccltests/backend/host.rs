@@ -397,18 +397,14 @@ impl Ranks for HostRanks {
         if let Some(e) = &q.error {
             return Err(e.clone());
         }
-        let pending: Vec<usize> = self
-            .locals
-            .iter()
-            .enumerate()
-            .filter(|&(_, &l)| q.posted[l] > q.done)
-            .map(|(i, _)| i)
-            .collect();
-        Ok(if pending.is_empty() {
-            Poll::Done
-        } else {
-            Poll::Pending(pending)
-        })
+        let busy = self.locals.iter().any(|&l| q.posted[l] > q.done);
+        Ok(if busy { Poll::Pending } else { Poll::Done })
+    }
+    fn pending(&mut self) -> Vec<usize> {
+        let q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        (0..self.locals.len())
+            .filter(|&i| q.posted[self.locals[i]] > q.done)
+            .collect()
     }
     fn abort(&mut self) {
         let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());

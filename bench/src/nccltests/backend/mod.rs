@@ -26,8 +26,10 @@
 //!   `upload`/`download`/`zero` with cudaMemcpy/cudaMemset; `group_*` with
 //!   ncclGroupStart/End; `enqueue` maps [`CollCall`] to ncclAllReduce & co.
 //!   at `base + offset` (creating and destroying the PreMulSum op for
-//!   `RedOp::MulSum` with `premul_scalar(rank)`); `poll` is
-//!   cudaStreamQuery + ncclCommGetAsyncError per stream; `abort` is
+//!   `RedOp::MulSum` with `premul_scalar(rank)`); `poll` (allocation-free:
+//!   it runs inside the timed region) is
+//!   cudaStreamQuery + ncclCommGetAsyncError per stream, `pending` lists the
+//!   unfinished ranks after a timeout; `abort` is
 //!   ncclCommAbort; `capture_*`/`graph_launch` are CUDA graphs on the
 //!   streams; `record_event`/`event_elapsed_ms` are CUDA events;
 //!   `mem_info` is cudaMemGetInfo.
@@ -102,13 +104,14 @@ pub struct RankSlot {
     pub device: i32,
 }
 
-/// Completion state of a thread's ranks.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Completion state of a thread's ranks (no payload, so polling in the
+/// timed region never allocates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Poll {
     /// Everything issued has completed.
     Done,
-    /// Local rank indices (0..count) still running.
-    Pending(Vec<usize>),
+    /// Something is still running; [`Ranks::pending`] says which ranks.
+    Pending,
 }
 
 /// A collective library.
@@ -169,6 +172,11 @@ pub trait Ranks: Send {
     fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()>;
     /// Checks completion without blocking (errors end the run).
     fn poll(&mut self) -> TestResult<Poll>;
+    /// Local rank indices (0..count) with work still running, for the
+    /// timeout message (called only after a timeout).
+    fn pending(&mut self) -> Vec<usize> {
+        (0..self.count()).collect()
+    }
     /// Aborts every communicator after a timeout.
     fn abort(&mut self);
     /// Begins capturing issued collectives into a graph (`-G`).

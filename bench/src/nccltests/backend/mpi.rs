@@ -572,7 +572,7 @@ impl Ranks for MpiRanks {
             self.finish_posts();
             return Ok(Poll::Done);
         }
-        Ok(Poll::Pending(vec![0]))
+        Ok(Poll::Pending)
     }
     fn abort(&mut self) {
         // Nonblocking collectives cannot be cancelled; the caller ends the
