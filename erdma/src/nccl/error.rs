@@ -113,7 +113,7 @@ pub enum NcclError {
     LibraryNotFound {
         /// The names or paths tried, in order.
         tried: Vec<String>,
-        /// The loader's message for the last attempt.
+        /// The loader's message for the first attempt.
         detail: String,
     },
     /// A library was loaded but it is not NCCL (or not a complete one): a symbol is missing.
@@ -368,11 +368,12 @@ mod tests {
     fn library_not_found_names_candidates_and_fix() {
         let e = NcclError::LibraryNotFound {
             tried: vec!["libnccl.so.2".into(), "libnccl.so".into()],
-            detail: "libnccl.so: cannot open shared object file: No such file or directory".into(),
+            detail: "libnccl.so.2: cannot open shared object file: No such file or directory"
+                .into(),
         };
         assert_eq!(
             e.to_string(),
-            "libnccl.so.2 not found (also tried libnccl.so): libnccl.so: cannot open shared object file: No such file or directory; hint: install the NCCL runtime (libnccl2, NCCL >= 2.19) or set ERDMA_NCCL_LIBRARY to the path of libnccl.so.2"
+            "libnccl.so.2 not found (also tried libnccl.so): libnccl.so.2: cannot open shared object file: No such file or directory; hint: install the NCCL runtime (libnccl2, NCCL >= 2.19) or set ERDMA_NCCL_LIBRARY to the path of libnccl.so.2"
         );
     }
 

@@ -64,17 +64,20 @@ impl Nccl {
     }
 
     fn load_candidates(names: &[&str]) -> Result<&'static Nccl> {
-        let mut detail = String::new();
+        // Report why the preferred name failed; the others are listed by name.
+        let mut detail: Option<String> = None;
         for name in names {
             match Nccl::open(OsStr::new(name)) {
                 Ok(n) => return Ok(n),
-                Err(OpenError::Load(d)) => detail = d,
+                Err(OpenError::Load(d)) => {
+                    detail.get_or_insert(d);
+                }
                 Err(OpenError::Nccl(e)) => return Err(e),
             }
         }
         Err(NcclError::LibraryNotFound {
             tried: names.iter().map(|s| s.to_string()).collect(),
-            detail,
+            detail: detail.unwrap_or_default(),
         })
     }
 
@@ -306,7 +309,7 @@ mod tests {
         match &e {
             NcclError::LibraryNotFound { tried, detail } => {
                 assert_eq!(tried.len(), 2);
-                assert!(detail.contains("libnccl-nope.so"), "{detail}");
+                assert!(detail.contains("libnccl-does-not-exist.so.2"), "{detail}");
             }
             other => panic!("unexpected {other:?}"),
         }
