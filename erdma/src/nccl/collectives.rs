@@ -389,6 +389,23 @@ impl Comm {
             };
             return self.settle("ncclAlltoAll", rc);
         }
+        // SAFETY: forwarded caller guarantees.
+        unsafe { self.all_to_all_p2p_raw(send, recv, count, dtype, stream) }
+    }
+
+    /// All-to-all as grouped `ncclSend`/`ncclRecv` (what nccl-tests does before NCCL 2.28),
+    /// whatever the library offers.
+    ///
+    /// # Safety
+    /// As [`Comm::all_to_all_raw`].
+    pub unsafe fn all_to_all_p2p_raw(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: usize,
+        dtype: DataType,
+        stream: &Stream,
+    ) -> Result<()> {
         let block = count * dtype.size();
         let group = Group::start(self.nccl)?;
         for r in 0..self.size() {
@@ -433,6 +450,24 @@ impl Comm {
             };
             return self.settle("ncclGather", rc);
         }
+        // SAFETY: forwarded caller guarantees.
+        unsafe { self.gather_p2p_raw(send, recv, count, dtype, root, stream) }
+    }
+
+    /// Gather as grouped `ncclSend`/`ncclRecv` (nccl-tests before NCCL 2.28).
+    ///
+    /// # Safety
+    /// As [`Comm::gather_raw`].
+    pub unsafe fn gather_p2p_raw(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: usize,
+        dtype: DataType,
+        root: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.check_peer("root", root)?;
         let block = count * dtype.size();
         let group = Group::start(self.nccl)?;
         // SAFETY: the blocks lie inside what the caller guarantees.
@@ -479,6 +514,24 @@ impl Comm {
             };
             return self.settle("ncclScatter", rc);
         }
+        // SAFETY: forwarded caller guarantees.
+        unsafe { self.scatter_p2p_raw(send, recv, count, dtype, root, stream) }
+    }
+
+    /// Scatter as grouped `ncclSend`/`ncclRecv` (nccl-tests before NCCL 2.28).
+    ///
+    /// # Safety
+    /// As [`Comm::scatter_raw`].
+    pub unsafe fn scatter_p2p_raw(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: usize,
+        dtype: DataType,
+        root: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.check_peer("root", root)?;
         let block = count * dtype.size();
         let group = Group::start(self.nccl)?;
         // SAFETY: the blocks lie inside what the caller guarantees.

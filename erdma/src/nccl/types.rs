@@ -268,6 +268,12 @@ impl RedOp {
     pub fn raw(self) -> c_int {
         self.0
     }
+
+    /// An operator from its `ncclRedOp_t` value (e.g. one created by other code). NCCL
+    /// rejects values it does not know with `ncclInvalidArgument`.
+    pub const fn from_raw(value: c_int) -> RedOp {
+        RedOp(value)
+    }
 }
 
 /// Element types with an NCCL data type, for the safe collectives over
