@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use erdma::cuda::{CaptureMode, Device, DeviceBuffer, Stream, copy_dtoh_raw, copy_htod_raw};
 use erdma::nccl::{
-    Comm, Config, DataType, Group, GroupStatus, Half, Nccl, NcclError, RankSpec, RedOp, ReduceOp,
-    Scalar, wait_all, wait_ready,
+    Comm, Config, DataType, F8E4M3, Group, GroupStatus, Half, Nccl, NcclError, RankSpec, RedOp,
+    ReduceOp, ResultCode, Scalar, wait_all, wait_ready,
 };
 
 const WAIT: Option<Duration> = Some(Duration::from_secs(60));
@@ -217,6 +217,7 @@ fn every_collective_type_and_op_on_one_rank() {
         assert_eq!(types.len(), 12, "fp8 should be available");
     }
     let mut cases = 0;
+    let mut unsupported = 0;
     let mut failures = Vec::new();
     for &dt in &types {
         for coll in ALL_COLLS {
@@ -227,8 +228,17 @@ fn every_collective_type_and_op_on_one_rank() {
             };
             for &op in ops {
                 cases += 1;
+                // What erdma predicts NCCL cannot do (fp8 avg/mulsum on one rank) must be
+                // refused by NCCL with ncclInvalidArgument, or, if NCCL learned it, be right.
+                let predicted_unsupported =
+                    coll.reduces() && dt.check_reduction(op, r.comm.size()).is_err();
                 match run_case(&r, coll, dt, op) {
                     Ok(0) => {}
+                    Err(NcclError::Call { code, .. })
+                        if predicted_unsupported && code == ResultCode::INVALID_ARGUMENT =>
+                    {
+                        unsupported += 1
+                    }
                     Ok(n) => failures.push(format!("{coll:?} {dt} {op}: {n} wrong")),
                     Err(e) => failures.push(format!("{coll:?} {dt} {op}: {e}")),
                 }
@@ -236,7 +246,7 @@ fn every_collective_type_and_op_on_one_rank() {
         }
     }
     println!(
-        "NCCL {} ({}), GPU cc {}.{}: {cases} cases over {} types ({}), native alltoall {}, gather/scatter {}, window registration {}",
+        "NCCL {} ({}), GPU cc {}.{}: {cases} cases over {} types ({}), {unsupported} refused as predicted (fp8 avg/mulsum on one rank), native alltoall {}, gather/scatter {}, window registration {}",
         r.nccl.version(),
         r.nccl.path(),
         cc.0,
@@ -303,6 +313,15 @@ fn safe_api_checks_and_runs() {
     c.all_reduce(&halves, &mut hout, RedOp::AVG, s).unwrap();
     c.wait(s, WAIT).unwrap();
     assert_eq!(hout.to_vec(s).unwrap(), [Half(0x3c00); 8]);
+
+    // fp8: max works on one rank; avg is refused up front (NCCL's one-rank path lacks it).
+    let f8 = DeviceBuffer::from_host(g, &[F8E4M3(0x38); 4], s).unwrap();
+    let mut f8o = DeviceBuffer::<F8E4M3>::alloc(g, 4).unwrap();
+    let e = c.all_reduce(&f8, &mut f8o, RedOp::AVG, s).unwrap_err();
+    assert_eq!(e.exit_status(), 5, "{e}");
+    c.all_reduce(&f8, &mut f8o, RedOp::MAX, s).unwrap();
+    c.wait(s, WAIT).unwrap();
+    assert_eq!(f8o.to_vec(s).unwrap(), [F8E4M3(0x38); 4]);
 
     // Misuse is a typed error before NCCL sees it.
     let mut short = DeviceBuffer::<f32>::alloc(g, 10).unwrap();
@@ -538,18 +557,30 @@ fn stuck_stream_times_out_and_aborts() {
     let (c, s, g) = (&r.comm, &r.stream, &r.gpu);
     let a = DeviceBuffer::from_host(g, &[1.0f32; 256], s).unwrap();
     let mut b = DeviceBuffer::<f32>::alloc(g, 256).unwrap();
-    // Work that never finishes on its own: a host function holds the stream.
+    // Work that does not finish on its own: a host function holds the stream until a
+    // helper releases it at 4 s. The wait gives up at 2 s; ncclCommAbort then frees device
+    // memory, which waits for the GPU, i.e. for the release (a stuck NCCL kernel would exit
+    // on the abort flag instead).
     // SAFETY: the callback touches only a static.
     unsafe {
         s.launch_host_func(block_until_released, std::ptr::null_mut())
             .unwrap()
     };
+    let releaser = std::thread::spawn(|| {
+        std::thread::sleep(Duration::from_secs(4));
+        RELEASE.store(true, Ordering::Release);
+    });
     let t = Instant::now();
     let e = c.wait(s, Some(Duration::from_secs(2))).unwrap_err();
     let took = t.elapsed();
+    println!("wait returned after {took:?}");
     assert!(
-        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        took >= Duration::from_secs(2) && took < Duration::from_secs(20),
         "{took:?}"
+    );
+    assert!(
+        matches!(e, NcclError::Timeout { aborted: true, .. }),
+        "{e:?}"
     );
     assert_eq!(e.exit_status(), 4, "{e}");
     assert!(
@@ -560,6 +591,6 @@ fn stuck_stream_times_out_and_aborts() {
     assert!(c.is_aborted());
     let e = c.all_reduce(&a, &mut b, RedOp::SUM, s).unwrap_err();
     assert!(matches!(e, NcclError::Aborted { rank: 0 }), "{e:?}");
-    RELEASE.store(true, Ordering::Release);
+    releaser.join().unwrap();
     s.synchronize().unwrap();
 }

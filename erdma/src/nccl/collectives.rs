@@ -112,6 +112,19 @@ impl Comm {
         self.nccl.check_type(T::DATA_TYPE, self.device())
     }
 
+    /// `Ok` when NCCL can reduce `dtype` with `op` on this communicator (see
+    /// [`DataType::check_reduction`]); the safe reductions check it, the raw ones leave it
+    /// to NCCL.
+    pub fn check_reduction(&self, dtype: DataType, op: RedOp) -> Result<()> {
+        match op.kind() {
+            Some(kind) => dtype.check_reduction(kind, self.size()),
+            None => Err(NcclError::invalid(format!(
+                "reduction operator {} is negative",
+                op.raw()
+            ))),
+        }
+    }
+
     fn mul_count(&self, count: usize) -> Result<usize> {
         count.checked_mul(self.size()).ok_or_else(|| {
             NcclError::invalid(format!(
@@ -562,6 +575,7 @@ impl Comm {
         stream: &Stream,
     ) -> Result<()> {
         self.check_type_safe::<T>()?;
+        self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
         self.check_buffer("send", send, 0)?;
         self.check_buffer("receive", recv, send.len())?;
@@ -587,6 +601,7 @@ impl Comm {
         stream: &Stream,
     ) -> Result<()> {
         self.check_type_safe::<T>()?;
+        self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
         self.check_buffer("in-place", buf, 0)?;
         // SAFETY: as in all_reduce, with send == recv.
@@ -613,6 +628,7 @@ impl Comm {
         stream: &Stream,
     ) -> Result<()> {
         self.check_type_safe::<T>()?;
+        self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
         self.check_buffer("send", send, 0)?;
         self.check_buffer("receive", recv, send.len())?;
@@ -712,6 +728,7 @@ impl Comm {
         stream: &Stream,
     ) -> Result<()> {
         self.check_type_safe::<T>()?;
+        self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
         self.check_buffer("send", send, self.mul_count(recv.len())?)?;
         self.check_buffer("receive", recv, 0)?;

@@ -441,6 +441,10 @@ impl Comm {
     /// `ncclCommAbort`: stops the communicator's pending work (NCCL kernels see the abort flag
     /// and exit) and frees it. Afterwards every call returns [`NcclError::Aborted`].
     /// Idempotent.
+    ///
+    /// Freeing NCCL's device memory waits for the whole GPU: work that is not NCCL's and
+    /// never finishes (another library's kernel, a blocked host function) holds the abort
+    /// until it does. Stuck NCCL kernels do not: they exit on the abort flag.
     pub fn abort(&self) -> Result<()> {
         let raw = self.raw.replace(std::ptr::null_mut());
         if raw.is_null() {
@@ -610,10 +614,12 @@ fn wait_raw_ready(
         if let Some(limit) = limit
             && start.elapsed() >= limit
         {
+            // The caller's PendingComms aborts them when this error propagates.
             return Err(NcclError::Timeout {
                 operation: operation.to_string(),
                 after: limit,
                 pending: not_ready,
+                aborted: true,
             });
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -673,6 +679,7 @@ fn init_on_helper_thread(
                     device: r.device.ordinal(),
                 })
                 .collect(),
+            aborted: false,
         }),
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(NcclError::Call {
             call: "ncclCommInitRankConfig",
@@ -713,6 +720,7 @@ pub fn wait_ready(comms: &[&Comm], timeout: Option<Duration>) -> Result<()> {
                 operation: "nonblocking NCCL operation".into(),
                 after: limit,
                 pending: not_ready,
+                aborted: true,
             });
         }
         std::thread::yield_now();

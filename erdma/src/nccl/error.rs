@@ -148,7 +148,7 @@ pub enum NcclError {
         /// `ncclGetLastError` text at the time, possibly empty.
         last_error: String,
     },
-    /// An operation did not finish in time; the communicators involved were aborted.
+    /// An operation did not finish in time.
     Timeout {
         /// What was being waited for.
         operation: String,
@@ -156,6 +156,9 @@ pub enum NcclError {
         after: Duration,
         /// The local ranks that had not finished.
         pending: Vec<PendingRank>,
+        /// Whether the communicators involved were aborted (false only for a blocking
+        /// creation, which cannot be interrupted and is left to finish in the background).
+        aborted: bool,
     },
     /// The communicator was aborted earlier (after a timeout or an error) and cannot be used.
     Aborted {
@@ -266,6 +269,7 @@ impl fmt::Display for NcclError {
                 operation,
                 after,
                 pending,
+                aborted,
             } => {
                 let ranks = pending
                     .iter()
@@ -274,12 +278,17 @@ impl fmt::Display for NcclError {
                     .join(", ");
                 write!(
                     f,
-                    "{operation} did not finish within {:.1} s (local ranks not done: {}); communicators aborted; hint: a peer rank is stuck or dead or the network is down: check the other ranks' output, rerun with NCCL_DEBUG=INFO",
+                    "{operation} did not finish within {:.1} s (local ranks not done: {}); {}; hint: a peer rank is stuck or dead or the network is down: check the other ranks' output, rerun with NCCL_DEBUG=INFO",
                     after.as_secs_f64(),
                     if ranks.is_empty() {
                         "none".into()
                     } else {
                         ranks
+                    },
+                    if *aborted {
+                        "communicators aborted"
+                    } else {
+                        "it is left running in the background"
                     }
                 )
             }
@@ -357,6 +366,7 @@ mod tests {
             operation: "all_reduce".into(),
             after: Duration::from_secs(5),
             pending: vec![PendingRank { rank: 1, device: 1 }],
+            aborted: true,
         };
         assert_eq!(t.exit_status(), 4);
         assert_eq!(NcclError::Unsupported { what: "x".into() }.exit_status(), 5);
@@ -386,11 +396,24 @@ mod tests {
                 PendingRank { rank: 0, device: 0 },
                 PendingRank { rank: 3, device: 1 },
             ],
+            aborted: true,
         };
         let s = t.to_string();
         assert!(s.starts_with(
             "wait for stream did not finish within 2.5 s (local ranks not done: 0 (GPU 0), 3 (GPU 1)); communicators aborted"
         ), "{s}");
+        let left = NcclError::Timeout {
+            operation: "NCCL communicator creation".into(),
+            after: Duration::from_secs(3),
+            pending: vec![],
+            aborted: false,
+        };
+        assert!(
+            left.to_string().contains(
+                "(local ranks not done: none); it is left running in the background; hint:"
+            ),
+            "{left}"
+        );
     }
 
     #[test]

@@ -101,6 +101,30 @@ impl DataType {
         self as c_int
     }
 
+    /// Whether the type is one of the fp8 formats.
+    pub fn is_fp8(self) -> bool {
+        matches!(self, DataType::Float8e4m3 | DataType::Float8e5m2)
+    }
+
+    /// `Ok` when NCCL can reduce this type with `op` in a communicator of `nranks` ranks.
+    ///
+    /// NCCL 2.24 to 2.30 (at least) run one-rank reductions through a host-side switch
+    /// (`ncclLaunchOneRank`, src/device/onerank.cu) whose fp8 cases are compiled out, so avg
+    /// and PreMulSum of fp8 data on a single-rank communicator fail with
+    /// `ncclInvalidArgument`; with two or more ranks they work.
+    pub fn check_reduction(self, op: ReduceOp, nranks: usize) -> Result<(), NcclError> {
+        if nranks == 1 && self.is_fp8() && matches!(op, ReduceOp::Avg | ReduceOp::PreMulSum) {
+            return Err(NcclError::Unsupported {
+                what: format!(
+                    "{} reductions of {} data need at least 2 ranks (NCCL's single-rank path has no fp8 kernel for them)",
+                    op.name(),
+                    self.name()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The first NCCL release with this type (within the supported range).
     pub fn min_nccl_version(self) -> Version {
         match self {
@@ -267,6 +291,20 @@ impl RedOp {
     /// The value NCCL takes.
     pub fn raw(self) -> c_int {
         self.0
+    }
+
+    /// Which kind of reduction this is: a built-in, or PreMulSum for created operators (the
+    /// only kind NCCL can create). `None` for negative values.
+    pub fn kind(self) -> Option<ReduceOp> {
+        match self.0 {
+            0 => Some(ReduceOp::Sum),
+            1 => Some(ReduceOp::Prod),
+            2 => Some(ReduceOp::Max),
+            3 => Some(ReduceOp::Min),
+            4 => Some(ReduceOp::Avg),
+            n if n >= 5 => Some(ReduceOp::PreMulSum),
+            _ => None,
+        }
     }
 
     /// An operator from its `ncclRedOp_t` value (e.g. one created by other code). NCCL
@@ -459,6 +497,27 @@ mod tests {
                 .check_supported(Version::MIN_SUPPORTED, (7, 0))
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn single_rank_fp8_avg_and_mulsum_are_unsupported() {
+        for t in [DataType::Float8e4m3, DataType::Float8e5m2] {
+            for op in [ReduceOp::Avg, ReduceOp::PreMulSum] {
+                let e = t.check_reduction(op, 1).unwrap_err();
+                assert_eq!(e.exit_status(), 5);
+                assert!(e.to_string().contains("need at least 2 ranks"), "{e}");
+                assert!(t.check_reduction(op, 2).is_ok());
+            }
+            assert!(t.check_reduction(ReduceOp::Sum, 1).is_ok());
+        }
+        assert!(
+            DataType::Float16
+                .check_reduction(ReduceOp::PreMulSum, 1)
+                .is_ok()
+        );
+        assert_eq!(RedOp::AVG.kind(), Some(ReduceOp::Avg));
+        assert_eq!(RedOp::from_raw(5).kind(), Some(ReduceOp::PreMulSum));
+        assert_eq!(RedOp::from_raw(-1).kind(), None);
     }
 
     #[test]

@@ -12,6 +12,9 @@ use crate::cuda::Stream;
 /// first, every communicator in `work` is aborted (so stuck kernels exit) and the error or
 /// [`NcclError::Timeout`] naming the unfinished ranks is returned. `None` waits without a
 /// limit but still returns NCCL errors. A CUDA error on a stream is returned as is.
+///
+/// As nccl-tests does, the limit applies to this wait; the abort itself may take longer
+/// when work that is not NCCL's blocks the GPU (see [`Comm::abort`]).
 pub fn wait_all(work: &[(&Comm, &Stream)], timeout: Option<Duration>) -> Result<()> {
     let start = Instant::now();
     let mut done = vec![false; work.len()];
@@ -53,6 +56,7 @@ pub fn wait_all(work: &[(&Comm, &Stream)], timeout: Option<Duration>) -> Result<
                 operation: "NCCL operation".into(),
                 after: limit,
                 pending,
+                aborted: true,
             });
         }
         if idle {
