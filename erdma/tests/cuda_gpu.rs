@@ -1,6 +1,8 @@
 //! `erdma::cuda` on a real GPU. Ignored by default; scripts/gpu/check-nccl-layer.sh runs
 //! them on the GPU machine with `--ignored`.
 
+#![cfg(feature = "cuda")]
+
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -2,6 +2,8 @@
 //! returns a typed error and nothing panics. Where a driver exists, the same calls are
 //! checked against it instead.
 
+#![cfg(feature = "cuda")]
+
 use erdma::cuda::{CudaError, Device, Stream, device_count, driver_version, is_available};
 
 /// Whether the driver library can be loaded at all, decided independently of erdma.

@@ -2,6 +2,8 @@
 //! and no fallback to the default names. (Its own test binary: the loaded library is cached
 //! per process.)
 
+#![cfg(feature = "nccl")]
+
 use erdma::nccl::{NCCL_LIBRARY_ENV, Nccl, NcclError};
 
 #[test]

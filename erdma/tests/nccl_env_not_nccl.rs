@@ -1,6 +1,8 @@
 //! `ERDMA_NCCL_LIBRARY` naming a real shared library that is not NCCL (libc): refused with
 //! the missing symbol named. (Its own test binary: the loaded library is cached per process.)
 
+#![cfg(feature = "nccl")]
+
 use erdma::nccl::{NCCL_LIBRARY_ENV, Nccl, NcclError};
 
 #[test]

@@ -7,6 +7,8 @@
 //! the scalar (2 here), so each result is exactly known for every type. Inputs cycle through
 //! 1..=4, exact in every format down to fp8 E5M2.
 
+#![cfg(feature = "nccl")]
+
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

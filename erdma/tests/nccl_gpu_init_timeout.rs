@@ -4,6 +4,8 @@
 //! thread waiting inside NCCL until the process exits. Ignored by default;
 //! scripts/gpu/check-nccl-layer.sh runs it on the GPU machine.
 
+#![cfg(feature = "nccl")]
+
 use std::time::{Duration, Instant};
 
 use erdma::cuda::Device;

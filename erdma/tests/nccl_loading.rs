@@ -1,5 +1,7 @@
 //! Loading NCCL from wrong places gives typed, one-line errors, never a panic.
 
+#![cfg(feature = "nccl")]
+
 use std::io::Write;
 
 use erdma::nccl::{DEFAULT_LIBRARY_NAMES, NCCL_LIBRARY_ENV, Nccl, NcclError, Version};
