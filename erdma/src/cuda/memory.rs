@@ -1,0 +1,458 @@
+//! Device memory: owned buffers and raw device addresses.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::Range;
+
+use cudarc::driver::sys::CUdeviceptr;
+
+use super::device::Device;
+use super::driver::{check, driver};
+use super::error::{CudaError, Result};
+use super::stream::Stream;
+
+/// Element types that may live in device memory and be copied to and from the host byte for
+/// byte.
+///
+/// # Safety
+/// Implementors must be plain data: `Copy`, no padding, no pointers, and every bit pattern
+/// must be a valid value (device memory is copied back without any check).
+pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static {}
+
+// SAFETY: primitive integers and floats have no padding and accept every bit pattern.
+unsafe impl DeviceRepr for u8 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for i8 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for u16 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for i16 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for u32 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for i32 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for u64 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for i64 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for f32 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for f64 {}
+
+/// A raw device address, as NCCL and the driver take it. Carrying one around is safe; handing
+/// it to the GPU is `unsafe` (see the `*_raw` functions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct DevicePtr(pub CUdeviceptr);
+
+impl DevicePtr {
+    /// The null device address.
+    pub const NULL: DevicePtr = DevicePtr(0);
+
+    /// This address plus `bytes` (no bounds check: it is just arithmetic).
+    pub fn byte_add(self, bytes: usize) -> DevicePtr {
+        DevicePtr(self.0.wrapping_add(bytes as u64))
+    }
+
+    /// Whether this is address 0.
+    pub fn is_null(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The address as a C pointer, for FFI.
+    pub fn as_ptr(self) -> *const c_void {
+        self.0 as usize as *const c_void
+    }
+
+    /// The address as a mutable C pointer, for FFI.
+    pub fn as_mut_ptr(self) -> *mut c_void {
+        self.0 as usize as *mut c_void
+    }
+}
+
+/// How a buffer's memory is given back.
+enum Dealloc {
+    /// `cuMemFree`.
+    CuMemFree,
+    /// A foreign allocator (e.g. `ncclMemFree`), called with the context current.
+    Custom(Box<dyn Fn(DevicePtr) + Send + Sync>),
+}
+
+/// `len` elements of `T` in GPU memory, owned.
+///
+/// Dropping a buffer first waits for all work on its GPU (`cuCtxSynchronize`) so memory that
+/// enqueued work (a collective, a copy, a captured graph replay) may still touch is never
+/// freed under it. Abort stuck NCCL communicators before dropping buffers they use.
+pub struct DeviceBuffer<T: DeviceRepr> {
+    device: Device,
+    ptr: DevicePtr,
+    len: usize,
+    dealloc: Dealloc,
+    _marker: PhantomData<T>,
+}
+
+impl<T: DeviceRepr> fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("device", &self.device.ordinal())
+            .field("ptr", &format_args!("{:#x}", self.ptr.0))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+fn byte_len<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| CudaError::invalid(format!("{len} elements overflow the address space")))
+}
+
+impl<T: DeviceRepr> DeviceBuffer<T> {
+    /// Allocates `len` elements with `cuMemAlloc` (memory that GPUDirect RDMA can register).
+    /// The contents are unspecified; `len` 0 allocates nothing.
+    pub fn alloc(device: &Device, len: usize) -> Result<Self> {
+        let bytes = byte_len::<T>(len)?;
+        let mut ptr: CUdeviceptr = 0;
+        if bytes > 0 {
+            device.bind()?;
+            let d = driver()?;
+            // SAFETY: the context is current; the driver writes one device address.
+            check("cuMemAlloc_v2", unsafe {
+                (d.cuMemAlloc_v2)(&mut ptr, bytes)
+            })?;
+        }
+        Ok(DeviceBuffer {
+            device: device.clone(),
+            ptr: DevicePtr(ptr),
+            len,
+            dealloc: Dealloc::CuMemFree,
+            _marker: PhantomData,
+        })
+    }
+
+    /// Allocates `len` elements set to all-zero bytes.
+    pub fn zeroed(device: &Device, len: usize, stream: &Stream) -> Result<Self> {
+        let mut b = Self::alloc(device, len)?;
+        b.fill_bytes(0, stream)?;
+        stream.synchronize()?;
+        Ok(b)
+    }
+
+    /// Allocates a buffer holding a copy of `src`.
+    pub fn from_host(device: &Device, src: &[T], stream: &Stream) -> Result<Self> {
+        let mut b = Self::alloc(device, src.len())?;
+        b.copy_from_host(src, stream)?;
+        Ok(b)
+    }
+
+    /// Takes ownership of memory allocated by another allocator.
+    ///
+    /// # Safety
+    /// `ptr` must address `len` elements of `T` on `device`, owned by nobody else; `free` must
+    /// release exactly that allocation and is called once, with `device` current, after all
+    /// work on the device finished.
+    pub unsafe fn from_raw_parts(
+        device: &Device,
+        ptr: DevicePtr,
+        len: usize,
+        free: Box<dyn Fn(DevicePtr) + Send + Sync>,
+    ) -> Self {
+        DeviceBuffer {
+            device: device.clone(),
+            ptr,
+            len,
+            dealloc: Dealloc::Custom(free),
+            _marker: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// The GPU holding the memory.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The device address of element 0.
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// The device address `byte_offset` bytes in, checked against the buffer's size (an offset
+    /// equal to the size is allowed: an empty tail).
+    pub fn ptr_at(&self, byte_offset: usize) -> Result<DevicePtr> {
+        if byte_offset > self.byte_len() {
+            return Err(CudaError::invalid(format!(
+                "offset {byte_offset} beyond a buffer of {} bytes",
+                self.byte_len()
+            )));
+        }
+        Ok(self.ptr.byte_add(byte_offset))
+    }
+
+    fn check_range(&self, range: &Range<usize>) -> Result<()> {
+        if range.start > range.end || range.end > self.byte_len() {
+            return Err(CudaError::invalid(format!(
+                "byte range {}..{} outside a buffer of {} bytes",
+                range.start,
+                range.end,
+                self.byte_len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_stream(&self, stream: &Stream) -> Result<()> {
+        if stream.device().ordinal() != self.device.ordinal() {
+            return Err(CudaError::invalid(format!(
+                "stream of GPU {} used with a buffer on GPU {}",
+                stream.device().ordinal(),
+                self.device.ordinal()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Enqueues setting every byte to `value` on `stream`.
+    pub fn fill_bytes(&mut self, value: u8, stream: &Stream) -> Result<()> {
+        let all = 0..self.byte_len();
+        self.fill_byte_range(all, value, stream)
+    }
+
+    /// Enqueues setting the bytes in `range` to `value` on `stream`.
+    pub fn fill_byte_range(
+        &mut self,
+        range: Range<usize>,
+        value: u8,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.check_range(&range)?;
+        self.check_stream(stream)?;
+        // SAFETY: the range lies inside this live allocation on the stream's device.
+        unsafe { memset_raw(self.ptr.byte_add(range.start), value, range.len(), stream) }
+    }
+
+    /// Copies `src` into the first `src.len()` elements and waits for the copy.
+    pub fn copy_from_host(&mut self, src: &[T], stream: &Stream) -> Result<()> {
+        if src.len() > self.len {
+            return Err(CudaError::invalid(format!(
+                "copying {} elements into a buffer of {}",
+                src.len(),
+                self.len
+            )));
+        }
+        self.check_stream(stream)?;
+        // SAFETY: `src` is plain data of the size copied and outlives the copy because
+        // copy_htod_raw waits for it; the destination lies inside this allocation.
+        unsafe { copy_htod_raw(self.ptr, as_bytes(src), stream) }
+    }
+
+    /// Copies the first `dst.len()` elements into `dst` and waits for the copy (after all
+    /// work enqueued on `stream` before it).
+    pub fn copy_to_host(&self, dst: &mut [T], stream: &Stream) -> Result<()> {
+        if dst.len() > self.len {
+            return Err(CudaError::invalid(format!(
+                "copying {} elements out of a buffer of {}",
+                dst.len(),
+                self.len
+            )));
+        }
+        self.check_stream(stream)?;
+        // SAFETY: `dst` is plain data (any bit pattern valid) of the size copied and outlives
+        // the copy because copy_dtoh_raw waits for it.
+        unsafe { copy_dtoh_raw(as_bytes_mut(dst), self.ptr, stream) }
+    }
+
+    /// Copies the whole buffer to a new vector (waits).
+    pub fn to_vec(&self, stream: &Stream) -> Result<Vec<T>> {
+        let mut v = Vec::with_capacity(self.len);
+        let bytes = self.byte_len();
+        if bytes > 0 {
+            self.check_stream(stream)?;
+            // SAFETY: the vector has capacity for len elements; the copy fills all of them
+            // (or fails, leaving len 0) before set_len, and T accepts any bit pattern.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, bytes);
+                copy_dtoh_raw(dst, self.ptr, stream)?;
+                v.set_len(self.len);
+            }
+        }
+        Ok(v)
+    }
+
+    /// Enqueues a copy of all of `src` into the start of this buffer (device to device).
+    pub fn copy_from_device(&mut self, src: &DeviceBuffer<T>, stream: &Stream) -> Result<()> {
+        if src.len > self.len {
+            return Err(CudaError::invalid(format!(
+                "copying {} elements into a buffer of {}",
+                src.len, self.len
+            )));
+        }
+        self.check_stream(stream)?;
+        // SAFETY: both ranges lie in live allocations; dropping either waits for the copy.
+        unsafe { copy_dtod_raw(self.ptr, src.ptr, src.byte_len(), stream) }
+    }
+}
+
+impl<T: DeviceRepr> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if self.ptr.is_null() && matches!(self.dealloc, Dealloc::CuMemFree) {
+            return;
+        }
+        if self.device.bind().is_err() {
+            return;
+        }
+        let Ok(d) = driver() else { return };
+        // Work that may still use the memory (enqueued through raw pointers too) must finish
+        // before it is freed. Errors are ignored: nothing can be returned from drop.
+        // SAFETY: the context is current.
+        unsafe { (d.cuCtxSynchronize)() };
+        match &self.dealloc {
+            // SAFETY: this buffer allocated ptr with cuMemAlloc and frees it once.
+            Dealloc::CuMemFree => unsafe {
+                (d.cuMemFree_v2)(self.ptr.0);
+            },
+            Dealloc::Custom(free) => free(self.ptr),
+        }
+    }
+}
+
+fn as_bytes<T: DeviceRepr>(s: &[T]) -> &[u8] {
+    // SAFETY: T is plain data without padding (DeviceRepr), so its bytes are initialized.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+}
+
+fn as_bytes_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: T accepts every bit pattern (DeviceRepr), so any bytes written are valid Ts.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr() as *mut u8, std::mem::size_of_val(s)) }
+}
+
+/// Enqueues setting `bytes` bytes at `ptr` to `value` on `stream`.
+///
+/// # Safety
+/// `ptr..ptr+bytes` must be device memory of the stream's GPU that stays allocated until the
+/// memset ran and that no other work uses concurrently.
+pub unsafe fn memset_raw(ptr: DevicePtr, value: u8, bytes: usize, stream: &Stream) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    stream.device().bind()?;
+    let d = driver()?;
+    // SAFETY: the caller guarantees the range; the stream is alive.
+    check("cuMemsetD8Async", unsafe {
+        (d.cuMemsetD8Async)(ptr.0, value, bytes, stream.as_raw())
+    })
+}
+
+/// Copies `src` to device address `dst` after the work already on `stream`, and waits.
+///
+/// # Safety
+/// `dst..dst+src.len()` must be device memory of the stream's GPU, allocated and not used
+/// concurrently by other work.
+pub unsafe fn copy_htod_raw(dst: DevicePtr, src: &[u8], stream: &Stream) -> Result<()> {
+    if src.is_empty() {
+        return Ok(());
+    }
+    stream.device().bind()?;
+    let d = driver()?;
+    // SAFETY: the caller guarantees the destination; `src` stays borrowed until the stream
+    // synchronization below returns, so the host bytes outlive the copy.
+    check("cuMemcpyHtoDAsync_v2", unsafe {
+        (d.cuMemcpyHtoDAsync_v2)(
+            dst.0,
+            src.as_ptr() as *const c_void,
+            src.len(),
+            stream.as_raw(),
+        )
+    })?;
+    stream.synchronize()
+}
+
+/// Copies device address `src` into `dst` after the work already on `stream`, and waits.
+///
+/// # Safety
+/// `src..src+dst.len()` must be device memory of the stream's GPU that stays allocated until
+/// the copy ran.
+pub unsafe fn copy_dtoh_raw(dst: &mut [u8], src: DevicePtr, stream: &Stream) -> Result<()> {
+    if dst.is_empty() {
+        return Ok(());
+    }
+    stream.device().bind()?;
+    let d = driver()?;
+    // SAFETY: the caller guarantees the source; `dst` stays borrowed until the stream
+    // synchronization below returns, so the host bytes outlive the copy.
+    check("cuMemcpyDtoHAsync_v2", unsafe {
+        (d.cuMemcpyDtoHAsync_v2)(
+            dst.as_mut_ptr() as *mut c_void,
+            src.0,
+            dst.len(),
+            stream.as_raw(),
+        )
+    })?;
+    stream.synchronize()
+}
+
+/// Enqueues a device-to-device copy of `bytes` bytes on `stream`.
+///
+/// # Safety
+/// Both ranges must be device memory that stays allocated until the copy ran; the
+/// destination must not be used concurrently by other work.
+pub unsafe fn copy_dtod_raw(
+    dst: DevicePtr,
+    src: DevicePtr,
+    bytes: usize,
+    stream: &Stream,
+) -> Result<()> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    stream.device().bind()?;
+    let d = driver()?;
+    // SAFETY: the caller guarantees both ranges; the stream is alive.
+    check("cuMemcpyDtoDAsync_v2", unsafe {
+        (d.cuMemcpyDtoDAsync_v2)(dst.0, src.0, bytes, stream.as_raw())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_ptr_arithmetic() {
+        let p = DevicePtr(0x1000);
+        assert_eq!(p.byte_add(0x20), DevicePtr(0x1020));
+        assert!(!p.is_null());
+        assert!(DevicePtr::NULL.is_null());
+        assert_eq!(p.as_ptr() as usize, 0x1000);
+    }
+
+    #[test]
+    fn byte_len_overflow_is_an_error() {
+        assert!(byte_len::<u64>(usize::MAX).is_err());
+        assert_eq!(byte_len::<u32>(3).unwrap(), 12);
+    }
+
+    #[test]
+    fn host_bytes_views_cover_every_byte() {
+        let v = [1u32, 2];
+        assert_eq!(as_bytes(&v).len(), 8);
+        let mut w = [0u16; 3];
+        as_bytes_mut(&mut w)[0] = 7;
+        assert_eq!(w[0], 7);
+    }
+}

@@ -1,0 +1,98 @@
+//! Loading NCCL from wrong places gives typed, one-line errors, never a panic.
+
+#![cfg(feature = "nccl")]
+
+use std::io::Write;
+
+use erdma::nccl::{DEFAULT_LIBRARY_NAMES, NCCL_LIBRARY_ENV, Nccl, NcclError, Version};
+
+fn default_nccl_loadable() -> bool {
+    DEFAULT_LIBRARY_NAMES.iter().any(|name| {
+        // SAFETY: loading libnccl runs only its initializers.
+        unsafe { libloading::Library::new(*name) }.is_ok()
+    })
+}
+
+#[test]
+fn nonexistent_path_is_library_not_found() {
+    let e = Nccl::load_from("/nonexistent/dir/libnccl.so.2").unwrap_err();
+    match &e {
+        NcclError::LibraryNotFound { tried, detail } => {
+            assert_eq!(tried, &["/nonexistent/dir/libnccl.so.2".to_string()]);
+            assert!(detail.contains("No such file"), "{detail}");
+        }
+        other => panic!("expected LibraryNotFound, got {other:?}"),
+    }
+    let s = e.to_string();
+    assert!(
+        s.starts_with("/nonexistent/dir/libnccl.so.2 not found: "),
+        "{s}"
+    );
+    assert!(s.contains("ERDMA_NCCL_LIBRARY"), "{s}");
+    assert!(!s.contains('\n'));
+    assert_eq!(e.exit_status(), 3);
+}
+
+#[test]
+fn a_library_that_is_not_nccl_is_refused() {
+    let e = Nccl::load_from("libc.so.6").unwrap_err();
+    assert_eq!(
+        e,
+        NcclError::NotNccl {
+            library: "libc.so.6".into(),
+            symbol: "ncclGetVersion",
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "libc.so.6 is not a usable NCCL library: it lacks ncclGetVersion; hint: point ERDMA_NCCL_LIBRARY at libnccl.so.2 (NCCL >= 2.19)"
+    );
+    assert_eq!(e.exit_status(), 3);
+}
+
+#[test]
+fn a_file_that_is_not_a_library_is_library_not_found() {
+    let path = std::env::temp_dir().join(format!("erdma-not-a-library-{}.so", std::process::id()));
+    let mut f = std::fs::File::create(&path).expect("temp file");
+    f.write_all(b"this is not an ELF file\n").expect("write");
+    drop(f);
+    let e = Nccl::load_from(&path).unwrap_err();
+    let _ = std::fs::remove_file(&path);
+    match &e {
+        NcclError::LibraryNotFound { detail, .. } => assert!(!detail.is_empty()),
+        other => panic!("expected LibraryNotFound, got {other:?}"),
+    }
+    assert!(!e.to_string().contains('\n'));
+}
+
+#[test]
+fn a_directory_is_library_not_found() {
+    let e = Nccl::load_from(std::env::temp_dir()).unwrap_err();
+    assert!(matches!(e, NcclError::LibraryNotFound { .. }), "{e:?}");
+}
+
+#[test]
+fn default_search_reports_both_names_or_loads_a_supported_nccl() {
+    if std::env::var_os(NCCL_LIBRARY_ENV).is_some() {
+        // The override is exercised by nccl_env_*.rs; here it would change the meaning.
+        let _ = Nccl::load();
+        return;
+    }
+    match Nccl::load() {
+        Ok(nccl) => {
+            assert!(default_nccl_loadable());
+            assert!(nccl.version() >= Version::MIN_SUPPORTED);
+        }
+        Err(NcclError::LibraryNotFound { tried, detail }) => {
+            assert!(!default_nccl_loadable());
+            assert_eq!(tried, ["libnccl.so.2", "libnccl.so"]);
+            assert!(detail.starts_with("libnccl.so.2: "), "{detail}");
+        }
+        Err(other) => panic!("unexpected {other:?}"),
+    }
+    // Cached: the second call gives the same answer.
+    assert_eq!(
+        Nccl::load().map(|n| n.version()),
+        Nccl::load().map(|n| n.version())
+    );
+}
