@@ -39,20 +39,6 @@ fn help_and_bad_arguments() {
 }
 
 #[test]
-fn nccl_backend_not_built_in_is_a_one_line_error() {
-    let o = run("all_reduce_perf", &["-b", "8", "-e", "8"], &[]);
-    assert_eq!(o.status.code(), Some(3));
-    let out = stdout(&o);
-    assert!(
-        out.contains(
-            ": Test NCCL failure backend 'the NCCL backend is not built into this binary yet"
-        ),
-        "{out}"
-    );
-    assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
-}
-
-#[test]
 fn every_collective_runs_and_checks_on_four_local_ranks() {
     for name in ALL {
         let o = run(

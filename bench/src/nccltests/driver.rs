@@ -113,6 +113,7 @@ impl<'a> Thread<'a> {
 
     /// The collective's `runTest`: every selected type x op x root.
     pub fn run_test(&mut self) -> TestResult<()> {
+        self.ranks.bind_thread()?;
         let o = self.c.opts;
         let types: Vec<DataType> = o
             .dtype
@@ -136,14 +137,35 @@ impl<'a> Thread<'a> {
             println!("nRanks {} is not a power of 2, skipping", self.c.nranks);
             return Ok(());
         }
+        let reduces = matches!(self.c.coll.op_mode, OpMode::Reduce);
         for &dt in &types {
             for &(op, op_name) in &ops {
+                if reduces && !self.reduction_supported(dt, op, op_name)? {
+                    continue;
+                }
                 for &root in &roots {
                     self.time_test(dt, op, op_name, root)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Whether the backend can run `dt`/`op`: a pair it cannot is skipped
+    /// with a comment line in a sweep, and an error when it is all that was
+    /// asked for.
+    fn reduction_supported(&mut self, dt: DataType, op: RedOp, op_name: &str) -> TestResult<bool> {
+        let Err(e) = self.ranks.check_reduction(dt, op) else {
+            return Ok(true);
+        };
+        let o = self.c.opts;
+        if o.dtype.is_some() && o.op.is_some() {
+            return Err(e);
+        }
+        if let Some(out) = self.out.as_deref_mut() {
+            out.print(&format!("# Skipping {} {}: {e}\n", dt.name(), op_name));
+        }
+        Ok(false)
     }
 
     fn setup_args(&mut self, size: u64, dt: DataType) {
@@ -524,7 +546,7 @@ impl<'a> Thread<'a> {
         for _ in 0..self.c.opts.datacheck.max(0) {
             self.init_data(dt, op, root, self.rep, in_place)?;
             if graph {
-                self.ranks.capture_begin()?;
+                self.ranks.capture_begin_check()?;
             }
             self.start_coll(dt, op, root, in_place, 0)?;
             if graph {

@@ -193,16 +193,18 @@ fn run(
     let slots = thread_slots(&opts, &pl, first_dev);
     let hooks = Hooks::from_env();
     let sync = ProcessSync::new(opts.nthreads as usize, boot.clone());
-    let features = be.features();
+    // Every process must sweep the same types (nccl-tests takes the lowest
+    // compute capability of the run to drop fp8).
+    let mut features = be.features();
+    features.type_count =
+        bootstrap::allreduce_i64(&*boot, features.type_count as i64, Combine::Min)? as usize;
     let devices: Vec<i32> = slots.iter().flatten().map(|s| s.device).collect();
     let free0 = free_mem(&*be, &devices);
     let mut free1 = free0.clone();
     let mut ranks: Vec<Option<Box<dyn Ranks>>> = if opts.parallel_init == 0 {
         let mut v = be.init_ranks(&id, nranks, &slots)?;
         free1 = free_mem(&*be, &devices);
-        for r in v.iter_mut() {
-            alloc_ranks(r.as_mut(), &opts)?;
-        }
+        alloc_all(&mut v, &opts)?;
         v.into_iter().map(Some).collect()
     } else {
         (0..slots.len()).map(|_| None).collect()
@@ -285,6 +287,21 @@ fn check_threading(o: &Options, boot: &dyn Bootstrap) -> TestResult<()> {
     }
     let _ = (o, boot);
     Ok(())
+}
+
+/// Allocates (and with `-R` registers) every thread's buffers from this
+/// thread inside one group, as nccl-tests does: window registration is
+/// collective, so the ranks of one process must register together.
+fn alloc_all(v: &mut [Box<dyn Ranks>], o: &Options) -> TestResult<()> {
+    let Some((first, rest)) = v.split_first_mut() else {
+        return Ok(());
+    };
+    first.group_start()?;
+    let res = std::iter::once(first.as_mut())
+        .chain(rest.iter_mut().map(|r| r.as_mut()))
+        .try_for_each(|r| alloc_ranks(r, o));
+    let end = v[0].group_end();
+    res.and(end)
 }
 
 fn alloc_ranks(r: &mut dyn Ranks, o: &Options) -> TestResult<()> {

@@ -62,6 +62,11 @@ pub struct RegHandle {
     window: bool,
 }
 
+// SAFETY: the handle is an opaque token that NCCL reads only when it is passed back to a
+// call on its communicator; it may travel with that communicator (which is Send) to
+// another thread.
+unsafe impl Send for RegHandle {}
+
 impl Comm {
     fn check_stream(&self, stream: &Stream) -> Result<()> {
         if stream.device().ordinal() != self.device().ordinal() {

@@ -57,6 +57,31 @@ impl Group {
         self.finish()
     }
 
+    /// `ncclGroupStart` without a guard, for a caller that opens a group in one function
+    /// and closes it in another (a benchmark loop aggregating iterations, a trait object
+    /// that must stay `Send`). Pair it with [`Group::end_unguarded`] on the same thread;
+    /// prefer [`Group::start`] otherwise. Unbalanced calls are NCCL usage errors, not
+    /// memory errors: NCCL rejects an end without a start (`ncclInvalidUsage`).
+    pub fn start_unguarded(nccl: &'static Nccl) -> Result<()> {
+        // SAFETY: no arguments; NCCL tracks the group depth per thread itself.
+        let rc = unsafe { (nccl.api.ncclGroupStart)() };
+        nccl.check("ncclGroupStart", rc, std::ptr::null_mut())?;
+        DEPTH.with(|d| d.set(d.get() + 1));
+        Ok(())
+    }
+
+    /// `ncclGroupEnd` closing a [`Group::start_unguarded`] on this thread.
+    pub fn end_unguarded(nccl: &'static Nccl) -> Result<GroupStatus> {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+        // SAFETY: no arguments; an end without a start is reported by NCCL as an error.
+        let rc = unsafe { (nccl.api.ncclGroupEnd)() };
+        if rc == ResultCode::IN_PROGRESS.0 {
+            return Ok(GroupStatus::InProgress);
+        }
+        nccl.check("ncclGroupEnd", rc, std::ptr::null_mut())?;
+        Ok(GroupStatus::Complete)
+    }
+
     fn finish(&mut self) -> Result<GroupStatus> {
         self.open = false;
         DEPTH.with(|d| d.set(d.get().saturating_sub(1)));

@@ -179,6 +179,12 @@ impl Nccl {
         Ok(UniqueId(id.internal))
     }
 
+    /// The library's last error text (`ncclGetLastError(NULL)`), on one line; empty when
+    /// NCCL recorded none. nccl-tests prints it after its report.
+    pub fn last_error_text(&self) -> String {
+        self.last_error(std::ptr::null_mut())
+    }
+
     /// `ncclGetLastError` text, one line (empty when NCCL recorded nothing).
     pub(crate) fn last_error(&self, comm: ncclComm_t) -> String {
         // SAFETY: comm is a live communicator or NULL (the argument is unused by NCCL); the

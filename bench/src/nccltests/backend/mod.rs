@@ -9,9 +9,9 @@
 //! on the stack), so a backend that enqueues asynchronously (NCCL on a CUDA
 //! stream) is measured exactly as nccl-tests measures it.
 //!
-//! # Writing the NCCL backend
-//! Implement [`Backend`] over `erdma::nccl`/`erdma::cuda` and return it
-//! from [`nccl::create`] (today a typed "not built in" error):
+//! # The NCCL backend
+//! [`nccl`] implements [`Backend`] over `erdma::nccl`/`erdma::cuda`
+//! ([`nccl::create`]); this is the mapping it follows:
 //! - `versions`: (NCCL API version the backend was written for,
 //!   `ncclGetVersion`); `features`: `Features::for_nccl_version(library)`,
 //!   minus fp8 when any GPU's compute capability is below 9.0.
@@ -179,8 +179,14 @@ pub trait Ranks: Send {
     }
     /// Aborts every communicator after a timeout.
     fn abort(&mut self);
-    /// Begins capturing issued collectives into a graph (`-G`).
+    /// Begins capturing issued collectives into a graph (`-G`) for the
+    /// timed iterations.
     fn capture_begin(&mut self) -> TestResult<()>;
+    /// Begins capturing the check iteration (nccl-tests captures it in
+    /// global mode when it runs one thread, thread-local mode otherwise).
+    fn capture_begin_check(&mut self) -> TestResult<()> {
+        self.capture_begin()
+    }
     /// Ends the capture and instantiates the graph.
     fn capture_end(&mut self) -> TestResult<()>;
     /// Launches the captured graph once.
@@ -195,6 +201,18 @@ pub trait Ranks: Send {
     fn mem_info(&self, i: usize) -> Option<(u64, u64)>;
     /// Deregisters buffers and destroys communicators at the end.
     fn finish(&mut self) -> TestResult<()> {
+        Ok(())
+    }
+    /// Called on the thread that will drive these ranks, before its tests
+    /// (nccl-tests' `cudaSetDevice(gpus[0])` in `threadRunTests`).
+    fn bind_thread(&mut self) -> TestResult<()> {
+        Ok(())
+    }
+    /// `Ok` when the backend can reduce `dtype` with `op` on these ranks;
+    /// an error says why not (NCCL has no single-rank fp8 avg/mulsum). The
+    /// driver skips such pairs in a `-d all`/`-o all` sweep and fails
+    /// with the error when exactly that pair was asked for.
+    fn check_reduction(&self, _dtype: DataType, _op: RedOp) -> TestResult<()> {
         Ok(())
     }
 }

@@ -1,0 +1,284 @@
+//! nccl-tests' `runColl` for each collective (all_reduce.cu, alltoall.cu,
+//! ...): which NCCL calls one rank issues for one [`CollCall`]. Runs inside
+//! the timed loop: no allocation on the success path.
+
+use erdma::cuda::{self, DevicePtr};
+use erdma::nccl::{DataType as NDataType, Group, NcclError, RedOp as NRedOp, ReduceOp, Scalar};
+
+use super::ranks::RankState;
+use super::{cuda_error, nccl_error};
+use crate::nccltests::backend::CollCall;
+use crate::nccltests::backend::hostcoll::{input_bytes, output_bytes};
+use crate::nccltests::colls::CollKind;
+use crate::nccltests::errors::{TestError, TestResult};
+use crate::nccltests::types::{ALL_TYPES, DataType, RedOp, premul_scalar};
+use crate::nccltests::verifiable::from_f64;
+
+/// The NCCL type of a harness type (same numbering).
+pub(super) fn nccl_type(dt: DataType) -> NDataType {
+    match dt {
+        DataType::Int8 => NDataType::Int8,
+        DataType::Uint8 => NDataType::Uint8,
+        DataType::Int32 => NDataType::Int32,
+        DataType::Uint32 => NDataType::Uint32,
+        DataType::Int64 => NDataType::Int64,
+        DataType::Uint64 => NDataType::Uint64,
+        DataType::Half => NDataType::Float16,
+        DataType::Float => NDataType::Float32,
+        DataType::Double => NDataType::Float64,
+        DataType::Bfloat16 => NDataType::Bfloat16,
+        DataType::F8e4m3 => NDataType::Float8e4m3,
+        DataType::F8e5m2 => NDataType::Float8e5m2,
+    }
+}
+
+/// The NCCL reduction of a harness op.
+pub(super) fn reduce_op(op: RedOp) -> ReduceOp {
+    match op {
+        RedOp::Sum => ReduceOp::Sum,
+        RedOp::Prod => ReduceOp::Prod,
+        RedOp::Max => ReduceOp::Max,
+        RedOp::Min => ReduceOp::Min,
+        RedOp::Avg => ReduceOp::Avg,
+        RedOp::MulSum => ReduceOp::PreMulSum,
+    }
+}
+
+/// `ncclVerifiablePremulScalar<T>(rank)` for every type, in `ALL_TYPES`
+/// order (index = NCCL type number): 1 on even ranks, 2 on odd ones.
+pub(super) fn scalars_for_rank(rank: usize) -> TestResult<[Scalar; 12]> {
+    let v = premul_scalar(rank);
+    let mut out = [Scalar::new(0u8); 12];
+    for (slot, dt) in out.iter_mut().zip(ALL_TYPES) {
+        let bits = if dt.is_float() {
+            from_f64(dt, v)
+        } else {
+            v as u64
+        };
+        *slot = Scalar::from_bytes(nccl_type(dt), &bits.to_le_bytes()[..dt.size()])
+            .map_err(|e| TestError::Internal(format!("premul scalar: {e}")))?;
+    }
+    Ok(out)
+}
+
+/// Issues `call` on one rank, as nccl-tests' `startColl` + `runColl` do.
+#[inline]
+pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestResult<()> {
+    let comm = r.comm()?;
+    let n = comm.size();
+    let ws = call.dtype.size();
+    // Bounds first: every raw call below stays inside these two ranges.
+    let send = r.range(call.send, input_bytes(call.kind, call.count, ws, n))?;
+    let recv = r.range(call.recv, output_bytes(call.kind, call.count, ws, n))?;
+    let dt = nccl_type(call.dtype);
+    let stream = &r.stream;
+    let count = call.count;
+    let fail = |name: &str, e: NcclError| nccl_error(name, e, timeout_s);
+    let root = || {
+        usize::try_from(call.root).map_err(|_| {
+            TestError::comm(
+                "NCCL",
+                "root",
+                format!("invalid argument: root {} is not a rank", call.root),
+            )
+        })
+    };
+    // SAFETY (every raw call in this match): `send` addresses the
+    // `input_bytes` and `recv` the `output_bytes` this collective touches on
+    // this rank, checked against the rank's buffers above; the buffers and
+    // the communicator live in `r`, which outlives the enqueued work (its
+    // buffers are freed only after a device synchronization), and the
+    // harness issues nothing else on them until the stream is idle.
+    match call.kind {
+        // SAFETY: see above.
+        CollKind::AllReduce => with_op(r, call, timeout_s, |op| unsafe {
+            comm.all_reduce_raw(send, recv, count, dt, op, stream)
+                .map_err(|e| fail("ncclAllReduce", e))
+        }),
+        CollKind::Reduce => {
+            let root = root()?;
+            // SAFETY: see above.
+            with_op(r, call, timeout_s, |op| unsafe {
+                comm.reduce_raw(send, recv, count, dt, op, root, stream)
+                    .map_err(|e| fail("ncclReduce", e))
+            })
+        }
+        // SAFETY: see above.
+        CollKind::ReduceScatter => with_op(r, call, timeout_s, |op| unsafe {
+            comm.reduce_scatter_raw(send, recv, count, dt, op, stream)
+                .map_err(|e| fail("ncclReduceScatter", e))
+        }),
+        // SAFETY: see above.
+        CollKind::AllGather => unsafe {
+            comm.all_gather_raw(send, recv, count, dt, stream)
+                .map_err(|e| fail("ncclAllGather", e))
+        },
+        CollKind::Broadcast => {
+            let root = root()?;
+            // SAFETY: see above.
+            unsafe {
+                comm.broadcast_raw(send, recv, count, dt, root, stream)
+                    .map_err(|e| fail("ncclBroadcast", e))
+            }
+        }
+        // ncclAlltoAll from NCCL 2.28, grouped send/recv before.
+        // SAFETY: see above.
+        CollKind::AllToAll => unsafe {
+            comm.all_to_all_raw(send, recv, count, dt, stream)
+                .map_err(|e| fail("ncclAlltoAll", e))
+        },
+        // nccl-tests returns before calling NCCL when count is 0.
+        CollKind::Gather if count == 0 => Ok(()),
+        CollKind::Gather => {
+            let root = root()?;
+            // SAFETY: see above.
+            unsafe {
+                comm.gather_raw(send, recv, count, dt, root, stream)
+                    .map_err(|e| fail("ncclGather", e))
+            }
+        }
+        CollKind::Scatter if count == 0 => Ok(()),
+        CollKind::Scatter => {
+            let root = root()?;
+            // SAFETY: see above.
+            unsafe {
+                comm.scatter_raw(send, recv, count, dt, root, stream)
+                    .map_err(|e| fail("ncclScatter", e))
+            }
+        }
+        CollKind::SendRecv => {
+            let me = comm.rank();
+            let group = Group::start(comm.nccl()).map_err(|e| fail("ncclGroupStart", e))?;
+            // SAFETY: see above.
+            unsafe {
+                comm.send_raw(send, count, dt, (me + 1) % n, stream)
+                    .map_err(|e| fail("ncclSend", e))?;
+                comm.recv_raw(recv, count, dt, (me + n - 1) % n, stream)
+                    .map_err(|e| fail("ncclRecv", e))?;
+            }
+            group.end().map_err(|e| fail("ncclGroupEnd", e)).map(|_| ())
+        }
+        // SAFETY: see above; n is a power of two (the driver skips others).
+        CollKind::HyperCube => unsafe { hypercube(r, send, recv, count, dt, timeout_s) },
+    }
+}
+
+/// Runs `f` with the call's NCCL operator; mulsum creates a PreMulSum
+/// operator with this rank's scalar before and destroys it after, as
+/// nccl-tests does around every call.
+#[inline]
+fn with_op(
+    r: &RankState,
+    call: &CollCall,
+    timeout_s: i32,
+    f: impl FnOnce(NRedOp) -> TestResult<()>,
+) -> TestResult<()> {
+    match reduce_op(call.op).builtin() {
+        Some(op) => f(op),
+        None => {
+            let comm = r.comm()?;
+            let scalar = &r.scalars[call.dtype.nccl_value() as usize];
+            let pms = comm
+                .pre_mul_sum(scalar)
+                .map_err(|e| nccl_error("ncclRedOpCreatePreMulSum", e, timeout_s))?;
+            let res = f(pms.op());
+            drop(pms); // ncclRedOpDestroy
+            res
+        }
+    }
+}
+
+/// hypercube.cu: copy the own block into place, then log2(n) grouped
+/// exchanges of doubling size with rank ^ mask.
+///
+/// # Safety
+/// `send` must address `count` elements and `recv` `count * n` elements of
+/// `dt` in the rank's buffers, alive until the work completes.
+unsafe fn hypercube(
+    r: &RankState,
+    send: DevicePtr,
+    recv: DevicePtr,
+    count: usize,
+    dt: NDataType,
+    timeout_s: i32,
+) -> TestResult<()> {
+    let comm = r.comm()?;
+    let (me, n) = (comm.rank(), comm.size());
+    let fail = |name: &str, e: NcclError| nccl_error(name, e, timeout_s);
+    let block = count * dt.size();
+    let own = recv.byte_add(me * block);
+    if own.0 != send.0 {
+        // SAFETY: `own` is block `me` of `recv` and `send` holds one block.
+        unsafe { cuda::copy_dtod_raw(own, send, block, &r.stream) }
+            .map_err(|e| cuda_error("cudaMemcpyAsync", e))?;
+    }
+    let mut mask = 1;
+    while mask < n {
+        let s = me & !(mask - 1);
+        let peer_block = s ^ mask;
+        let group = Group::start(comm.nccl()).map_err(|e| fail("ncclGroupStart", e))?;
+        // SAFETY: blocks s..s+mask and peer_block..peer_block+mask lie inside
+        // the n blocks of `recv` (n is a power of two, the driver checks).
+        unsafe {
+            comm.send_raw(
+                recv.byte_add(s * block),
+                count * mask,
+                dt,
+                me ^ mask,
+                &r.stream,
+            )
+            .map_err(|e| fail("ncclSend", e))?;
+            comm.recv_raw(
+                recv.byte_add(peer_block * block),
+                count * mask,
+                dt,
+                me ^ mask,
+                &r.stream,
+            )
+            .map_err(|e| fail("ncclRecv", e))?;
+        }
+        group.end().map_err(|e| fail("ncclGroupEnd", e))?;
+        mask <<= 1;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_and_ops_map_to_ncclh_values() {
+        for dt in ALL_TYPES {
+            assert_eq!(nccl_type(dt).raw(), dt.nccl_value(), "{dt:?}");
+            assert_eq!(nccl_type(dt).size(), dt.size());
+        }
+        for op in crate::nccltests::types::ALL_OPS {
+            assert_eq!(reduce_op(op).name(), op.name());
+            assert_eq!(reduce_op(op).builtin().map(|o| o.raw()), op.nccl_value());
+        }
+    }
+
+    #[test]
+    fn premul_scalars_are_one_on_even_ranks_and_two_on_odd() {
+        let even = scalars_for_rank(4).unwrap();
+        let odd = scalars_for_rank(7).unwrap();
+        let idx = |dt: DataType| dt.nccl_value() as usize;
+        assert_eq!(odd[idx(DataType::Int32)].as_bytes(), &2i32.to_le_bytes());
+        assert_eq!(even[idx(DataType::Uint64)].as_bytes(), &1u64.to_le_bytes());
+        assert_eq!(odd[idx(DataType::Float)].as_bytes(), &2f32.to_le_bytes());
+        assert_eq!(odd[idx(DataType::Double)].as_bytes(), &2f64.to_le_bytes());
+        // half 2.0 = 0x4000, bfloat16 2.0 = 0x4000, e4m3 2.0 = 0x40, e5m2 2.0 = 0x40.
+        assert_eq!(odd[idx(DataType::Half)].as_bytes(), &[0x00, 0x40]);
+        assert_eq!(odd[idx(DataType::Bfloat16)].as_bytes(), &[0x00, 0x40]);
+        assert_eq!(odd[idx(DataType::F8e4m3)].as_bytes(), &[0x40]);
+        assert_eq!(odd[idx(DataType::F8e5m2)].as_bytes(), &[0x40]);
+        // 1.0: half 0x3c00, e4m3 0x38, e5m2 0x3c.
+        assert_eq!(even[idx(DataType::Half)].as_bytes(), &[0x00, 0x3c]);
+        assert_eq!(even[idx(DataType::F8e4m3)].as_bytes(), &[0x38]);
+        assert_eq!(even[idx(DataType::F8e5m2)].as_bytes(), &[0x3c]);
+        for (s, dt) in even.iter().zip(ALL_TYPES) {
+            assert_eq!(s.dtype(), nccl_type(dt));
+        }
+    }
+}

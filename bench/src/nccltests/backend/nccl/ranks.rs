@@ -1,0 +1,441 @@
+//! One thread's NCCL ranks: communicators, streams, buffers, registrations,
+//! graphs and events, everything created before the timed loop so that
+//! enqueueing and polling never allocate.
+
+use erdma::cuda::{
+    self, CaptureMode, Device, DeviceBuffer, DevicePtr, Event, Graph, GraphExec, Stream,
+};
+use erdma::nccl::{Comm, Group, Nccl, RegHandle, Scalar};
+
+use super::enqueue::{self, scalars_for_rank};
+use super::{cuda_error, nccl_error};
+use crate::nccltests::backend::{BufRef, CollCall, Poll, Ranks};
+use crate::nccltests::colls::Target;
+use crate::nccltests::errors::{TestError, TestResult};
+use crate::nccltests::types::{DataType, RedOp};
+
+/// Everything one rank owns. Field order is drop order: graphs before the
+/// communicator they captured, the communicator (which releases its
+/// registrations) before the buffers.
+pub(crate) struct RankState {
+    exec: Option<GraphExec>,
+    graph: Option<Graph>,
+    events: Vec<Event>,
+    pub(super) comm: Option<Comm>,
+    pub(super) stream: Stream,
+    device: Device,
+    regs: Vec<RegHandle>,
+    send: Option<DeviceBuffer<u8>>,
+    recv: Option<DeviceBuffer<u8>>,
+    /// PreMulSum scalar of this rank for each type (`ALL_TYPES` order).
+    pub(super) scalars: [Scalar; 12],
+}
+
+impl RankState {
+    /// A created communicator and its stream.
+    pub(crate) fn new(comm: Comm, stream: Stream) -> TestResult<RankState> {
+        let scalars = scalars_for_rank(comm.rank())?;
+        Ok(RankState {
+            exec: None,
+            graph: None,
+            events: Vec::new(),
+            device: comm.device().clone(),
+            comm: Some(comm),
+            stream,
+            regs: Vec::new(),
+            send: None,
+            recv: None,
+            scalars,
+        })
+    }
+
+    fn buffer(&self, t: Target) -> Option<&DeviceBuffer<u8>> {
+        match t {
+            Target::Send => self.send.as_ref(),
+            Target::Recv => self.recv.as_ref(),
+        }
+    }
+
+    /// The device address of `len` bytes at `at`, checked to lie inside the
+    /// buffer (the invariant every raw NCCL/CUDA call below relies on).
+    #[inline]
+    pub(super) fn range(&self, at: BufRef, len: usize) -> TestResult<DevicePtr> {
+        let Some(b) = self.buffer(at.buf) else {
+            return Err(TestError::Internal(
+                "NCCL backend: buffers used before alloc".into(),
+            ));
+        };
+        match at.offset.checked_add(len) {
+            Some(end) if end <= b.byte_len() => Ok(b.device_ptr().byte_add(at.offset)),
+            _ => Err(TestError::Internal(format!(
+                "NCCL backend: bytes {}..+{len} outside a {}-byte buffer",
+                at.offset,
+                b.byte_len()
+            ))),
+        }
+    }
+
+    #[inline]
+    pub(super) fn comm(&self) -> TestResult<&Comm> {
+        self.comm
+            .as_ref()
+            .ok_or_else(|| TestError::comm("NCCL", "ncclComm", "the communicator was destroyed"))
+    }
+}
+
+/// The ranks one benchmark thread drives.
+pub struct NcclRanks {
+    nccl: &'static Nccl,
+    ranks: Vec<RankState>,
+    timeout_s: i32,
+    unalign_pad: usize,
+    per_iter_events: usize,
+    nthreads: usize,
+    /// Set after an abort or an asynchronous error: dropping then aborts
+    /// instead of destroying (which would wait for stuck work).
+    poisoned: bool,
+}
+
+impl NcclRanks {
+    pub(crate) fn new(
+        nccl: &'static Nccl,
+        ranks: Vec<RankState>,
+        timeout_s: i32,
+        unalign_pad: usize,
+        per_iter_events: usize,
+        nthreads: usize,
+    ) -> NcclRanks {
+        NcclRanks {
+            nccl,
+            ranks,
+            timeout_s,
+            unalign_pad,
+            per_iter_events,
+            nthreads,
+            poisoned: false,
+        }
+    }
+
+    fn nerr(&self, call: &str, e: erdma::nccl::NcclError) -> TestError {
+        nccl_error(call, e, self.timeout_s)
+    }
+
+    fn abort_all(&mut self) {
+        self.poisoned = true;
+        for r in &self.ranks {
+            if let Some(c) = &r.comm {
+                let _ = c.abort();
+            }
+        }
+    }
+}
+
+impl Drop for NcclRanks {
+    fn drop(&mut self) {
+        if self.poisoned {
+            self.abort_all();
+        }
+    }
+}
+
+impl Ranks for NcclRanks {
+    fn count(&self) -> usize {
+        self.ranks.len()
+    }
+
+    /// `ncclMemAlloc` of both buffers on every rank, and the `-I` events.
+    fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()> {
+        let nccl = self.nccl;
+        for r in &mut self.ranks {
+            r.send = None;
+            r.recv = None;
+            r.send = Some(
+                nccl.mem_alloc(&r.device, send_bytes.max(1))
+                    .map_err(|e| nccl_error("ncclMemAlloc", e, self.timeout_s))?,
+            );
+            r.recv = Some(
+                nccl.mem_alloc(&r.device, recv_bytes.max(1))
+                    .map_err(|e| nccl_error("ncclMemAlloc", e, self.timeout_s))?,
+            );
+            r.events.clear();
+            for _ in 0..self.per_iter_events {
+                r.events.push(
+                    Event::new(&r.device, true, false)
+                        .map_err(|e| cuda_error("cudaEventCreate", e))?,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// nccl-tests registers `maxBytes` of each buffer (not the unalign
+    /// padding): locally (`-R 1`) or as symmetric windows (`-R 2`).
+    fn register(&mut self, mode: i32) -> TestResult<()> {
+        if mode == 0 {
+            return Ok(());
+        }
+        let window = mode == 2 && self.nccl.has_window_register();
+        let group = Group::start(self.nccl).map_err(|e| self.nerr("ncclGroupStart", e))?;
+        let mut result = Ok(());
+        for r in &mut self.ranks {
+            let (Some(send), Some(recv), Some(comm)) = (&r.send, &r.recv, &r.comm) else {
+                result = Err(TestError::Internal(
+                    "NCCL backend: register before alloc".into(),
+                ));
+                break;
+            };
+            let bytes = send.byte_len().saturating_sub(self.unalign_pad).max(1);
+            for b in [send, recv] {
+                // SAFETY: `bytes` lies inside the buffer, which this rank owns
+                // and frees only after the communicator (and with it the
+                // registration) is gone: `comm` is dropped before the buffers.
+                let h = unsafe {
+                    if window {
+                        comm.window_register(b.device_ptr(), bytes, true)
+                    } else {
+                        comm.register(b.device_ptr(), bytes)
+                    }
+                };
+                match h {
+                    Ok(h) => r.regs.push(h),
+                    Err(e) => {
+                        let call = if window {
+                            "ncclCommWindowRegister"
+                        } else {
+                            "ncclCommRegister"
+                        };
+                        result = Err(nccl_error(call, e, self.timeout_s));
+                        break;
+                    }
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        let ended = group.end().map_err(|e| self.nerr("ncclGroupEnd", e));
+        result.and(ended.map(|_| ()))
+    }
+
+    fn zero(&mut self, i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()> {
+        let r = &self.ranks[i];
+        let p = r.range(BufRef { buf, offset }, len)?;
+        // SAFETY: the range was checked to lie inside the rank's buffer, which
+        // outlives the memset (buffers are freed only after a device sync).
+        unsafe { cuda::memset_raw(p, 0, len, &r.stream) }.map_err(|e| cuda_error("cudaMemset", e))
+    }
+
+    fn upload(&mut self, i: usize, buf: Target, offset: usize, data: &[u8]) -> TestResult<()> {
+        let r = &self.ranks[i];
+        let p = r.range(BufRef { buf, offset }, data.len())?;
+        // SAFETY: the destination range lies inside the rank's buffer; the
+        // copy is ordered on the rank's stream after earlier work, and the
+        // call waits for it.
+        unsafe { cuda::copy_htod_raw(p, data, &r.stream) }.map_err(|e| cuda_error("cudaMemcpy", e))
+    }
+
+    fn download(&mut self, i: usize, buf: Target, offset: usize, out: &mut [u8]) -> TestResult<()> {
+        let r = &self.ranks[i];
+        let p = r.range(BufRef { buf, offset }, out.len())?;
+        // SAFETY: the source range lies inside the rank's buffer; the call
+        // waits for the copy.
+        unsafe { cuda::copy_dtoh_raw(out, p, &r.stream) }.map_err(|e| cuda_error("cudaMemcpy", e))
+    }
+
+    #[inline]
+    fn group_start(&mut self) -> TestResult<()> {
+        Group::start_unguarded(self.nccl).map_err(|e| self.nerr("ncclGroupStart", e))
+    }
+
+    #[inline]
+    fn group_end(&mut self) -> TestResult<()> {
+        Group::end_unguarded(self.nccl)
+            .map(|_| ())
+            .map_err(|e| self.nerr("ncclGroupEnd", e))
+    }
+
+    #[inline]
+    fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()> {
+        enqueue::run_coll(&self.ranks[i], call, self.timeout_s)
+    }
+
+    /// nccl-tests' `testStreamSynchronize` step: a finished stream is done;
+    /// for the others `ncclCommGetAsyncError`, aborting every communicator on
+    /// an error.
+    fn poll(&mut self) -> TestResult<Poll> {
+        let mut busy = false;
+        let mut failed = None;
+        for r in &self.ranks {
+            match r.stream.query() {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => return Err(cuda_error("cudaStreamQuery", e)),
+            }
+            busy = true;
+            if let Some(c) = &r.comm
+                && let Err(e) = c.async_error()
+            {
+                failed = Some(e);
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            self.abort_all();
+            return Err(self.nerr("ncclCommGetAsyncError", e));
+        }
+        Ok(if busy { Poll::Pending } else { Poll::Done })
+    }
+
+    fn pending(&mut self) -> Vec<usize> {
+        (0..self.ranks.len())
+            .filter(|&i| !matches!(self.ranks[i].stream.query(), Ok(true)))
+            .collect()
+    }
+
+    fn abort(&mut self) {
+        self.abort_all();
+    }
+
+    /// Timing capture: thread-local mode, as nccl-tests (NCCL may allocate
+    /// while capturing its first use of a peer).
+    fn capture_begin(&mut self) -> TestResult<()> {
+        self.begin_capture(CaptureMode::ThreadLocal)
+    }
+
+    /// Check capture: global mode with one thread, thread-local otherwise.
+    fn capture_begin_check(&mut self) -> TestResult<()> {
+        let mode = if self.nthreads > 1 {
+            CaptureMode::ThreadLocal
+        } else {
+            CaptureMode::Global
+        };
+        self.begin_capture(mode)
+    }
+
+    /// Ends every capture, then instantiates every graph.
+    fn capture_end(&mut self) -> TestResult<()> {
+        for r in &mut self.ranks {
+            r.graph = Some(
+                r.stream
+                    .end_capture()
+                    .map_err(|e| cuda_error("cudaStreamEndCapture", e))?,
+            );
+        }
+        for r in &mut self.ranks {
+            if let Some(g) = &r.graph {
+                r.exec = Some(
+                    g.instantiate()
+                        .map_err(|e| cuda_error("cudaGraphInstantiate", e))?,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn graph_launch(&mut self) -> TestResult<()> {
+        for r in &self.ranks {
+            let Some(exec) = &r.exec else {
+                return Err(TestError::Internal(
+                    "NCCL backend: graph launched before capture".into(),
+                ));
+            };
+            // SAFETY: the graph captured collectives on this rank's buffers and
+            // communicator, which live in `r` (dropped after the graph) and
+            // are used by nothing else until the launch completes.
+            unsafe { exec.launch(&r.stream) }.map_err(|e| cuda_error("cudaGraphLaunch", e))?;
+        }
+        Ok(())
+    }
+
+    fn graph_destroy(&mut self) -> TestResult<()> {
+        for r in &mut self.ranks {
+            r.exec = None;
+            r.graph = None;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn record_event(&mut self, slot: usize) -> TestResult<()> {
+        for r in &self.ranks {
+            let Some(ev) = r.events.get(slot) else {
+                return Err(TestError::Internal(
+                    "NCCL backend: event slot beyond those created".into(),
+                ));
+            };
+            ev.record(&r.stream)
+                .map_err(|e| cuda_error("cudaEventRecord", e))?;
+        }
+        Ok(())
+    }
+
+    fn event_elapsed_ms(&mut self, i: usize, a: usize, b: usize) -> TestResult<f32> {
+        let ev = &self.ranks[i].events;
+        match (ev.get(a), ev.get(b)) {
+            (Some(x), Some(y)) => x
+                .elapsed_ms(y)
+                .map_err(|e| cuda_error("cudaEventElapsedTime", e)),
+            _ => Err(TestError::Internal("event not recorded".into())),
+        }
+    }
+
+    fn mem_info(&self, i: usize) -> Option<(u64, u64)> {
+        let m = self.ranks.get(i)?.device.memory_info().ok()?;
+        Some((m.free as u64, m.total as u64))
+    }
+
+    /// nccl-tests binds the thread's first GPU before running its tests.
+    fn bind_thread(&mut self) -> TestResult<()> {
+        match self.ranks.first() {
+            Some(r) => r.device.bind().map_err(|e| cuda_error("cudaSetDevice", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Reductions NCCL cannot do on these ranks (fp8 avg/mulsum on one rank).
+    fn check_reduction(&self, dtype: DataType, op: RedOp) -> TestResult<()> {
+        let Some(c) = self.ranks.first().and_then(|r| r.comm.as_ref()) else {
+            return Ok(());
+        };
+        let (dt, kind) = (enqueue::nccl_type(dtype), enqueue::reduce_op(op));
+        dt.check_reduction(kind, c.size())
+            .map_err(|e| nccl_error("ncclAllReduce", e, self.timeout_s))
+    }
+
+    /// Deregisters the buffers, then destroys the communicators
+    /// (`ncclCommDestroy`); buffers are freed afterwards.
+    fn finish(&mut self) -> TestResult<()> {
+        if self.poisoned {
+            return Ok(());
+        }
+        let timeout_s = self.timeout_s;
+        let mut first_err = None;
+        for r in &mut self.ranks {
+            r.exec = None;
+            r.graph = None;
+            let Some(comm) = r.comm.take() else { continue };
+            for h in r.regs.drain(..) {
+                // SAFETY: every handle was made by this communicator.
+                if let Err(e) = unsafe { comm.deregister(h) } {
+                    first_err.get_or_insert(nccl_error("ncclCommDeregister", e, timeout_s));
+                }
+            }
+            if let Err(e) = comm.destroy() {
+                first_err.get_or_insert(nccl_error("ncclCommDestroy", e, timeout_s));
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl NcclRanks {
+    fn begin_capture(&mut self, mode: CaptureMode) -> TestResult<()> {
+        for r in &self.ranks {
+            r.stream
+                .begin_capture(mode)
+                .map_err(|e| cuda_error("cudaStreamBeginCapture", e))?;
+        }
+        Ok(())
+    }
+}
