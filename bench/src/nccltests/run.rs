@@ -169,7 +169,9 @@ fn run(
     let pl = place(&*boot, launch.local_rank_hint)?;
     let mut out = Output::new(pl.proc == 0, &opts);
     if let Some(path) = opts.output_file.clone() {
-        out.open_json(&path, &opts.argv, 0);
+        // nccl-tests records ncclGetVersion() (0 for the host and MPI backends).
+        let nccl_version = backend::probe_features(opts.backend).1;
+        out.open_json(&path, &opts.argv, nccl_version);
     }
     if let Some(path) = opts.csv_file.clone() {
         out.open_csv(&path).map_err(TestError::InvalidUsage)?;

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Reads nccl-tests reports - NVIDIA's all_reduce_perf and ours alike, with
+one parser - and checks or compares them.
+
+  nccltests_report.py check REPORT [--wrong zero|na] [--rows N] [--skipped N]
+                                    [--contains TEXT ...] [--json FILE] [--csv FILE]
+      Validates one run's stdout: every row parses, #wrong is 0 (or N/A), the
+      footer says "Out of bounds values : 0 OK"; optionally the row count, the
+      number of "# Skipping" lines, texts that must appear, and a -J JSON file
+      (schema 3, one result per row) or a --csv file (two lines per row).
+  nccltests_report.py compare --theirs A.txt ... --ours B.txt ... [--bound 0.02]
+      Per size and placement: median time over the runs of each tool, the
+      ratio ours/theirs and whether it is within the bound. Prints a Markdown
+      table; exits 1 when a size is outside the bound.
+
+Exit status: 0 good, 1 a check failed, 2 unreadable input.
+"""
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+
+
+def parse(text):
+    """Data rows of a report as dicts. Lines starting with '#' are comments
+    (header, footer, skips); rows have size, count, type, redop (empty for
+    hypercube), root, then per placement time, algbw, busbw, #wrong (and four
+    per-iteration columns with -I)."""
+    per_iter = any(l.startswith("#") and "i_min" in l for l in text.splitlines())
+    width = 8 if per_iter else 4
+    rows = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#") or line.startswith(" .."):
+            continue
+        f = line.split()
+        if len(f) < 4 or not f[0].isdigit() or not f[1].isdigit():
+            continue
+        if f[3].lstrip("-").isdigit():  # empty redop column
+            f.insert(3, "")
+        rest = f[5:]
+        if len(rest) < 2 * width:
+            raise ValueError(f"short row: {line!r}")
+
+        def placement(cols):
+            return {
+                "time": float(cols[0]),
+                "algbw": float(cols[1]),
+                "busbw": float(cols[2]),
+                "wrong": cols[3],
+            }
+
+        rows.append(
+            {
+                "size": int(f[0]),
+                "count": int(f[1]),
+                "type": f[2],
+                "redop": f[3],
+                "root": int(f[4]),
+                "oop": placement(rest[0:4]),
+                "ip": placement(rest[width : width + 4]),
+            }
+        )
+    return rows
+
+
+def footer(text):
+    """(out-of-bounds count, verdict) and the average bus bandwidth."""
+    oob, avg = None, None
+    for line in text.splitlines():
+        if line.startswith("# Out of bounds values"):
+            v = line.split(":", 1)[1].split()
+            oob = (int(v[0]), v[1] if len(v) > 1 else "")
+        if line.startswith("# Avg bus bandwidth"):
+            avg = line.split(":", 1)[1].split()[0]
+    return oob, avg
+
+
+def cmd_check(a):
+    text = open(a.report, errors="replace").read()
+    problems = []
+    try:
+        rows = parse(text)
+    except ValueError as e:
+        print(f"FAIL {a.report}: {e}")
+        return 1
+    if not rows:
+        problems.append("no rows")
+    for r in rows:
+        for p in ("oop", "ip"):
+            w = r[p]["wrong"]
+            ok = w == "0" if a.wrong == "zero" else w == "N/A"
+            if not ok:
+                problems.append(f"#wrong {w} at {r['size']} {r['type']} {r['redop']} {p}")
+                break
+    oob, avg = footer(text)
+    if oob != (0, "OK"):
+        problems.append(f"footer out of bounds {oob}")
+    if a.rows is not None and len(rows) != a.rows:
+        problems.append(f"{len(rows)} rows, expected {a.rows}")
+    skipped = sum(1 for l in text.splitlines() if l.startswith("# Skipping "))
+    if a.skipped is not None and skipped != a.skipped:
+        problems.append(f"{skipped} skipped pairs, expected {a.skipped}")
+    for t in a.contains or []:
+        if t not in text:
+            problems.append(f"missing {t!r}")
+    if a.json:
+        problems += check_json(a.json, rows)
+    if a.csv:
+        problems += check_csv(a.csv, rows)
+    verdict = "FAIL" if problems else "ok"
+    print(
+        f"{verdict}: {len(rows)} rows, {skipped} skipped, avg busbw {avg}"
+        + ("; " + "; ".join(problems[:5]) if problems else "")
+    )
+    return 1 if problems else 0
+
+
+def check_json(path, rows):
+    try:
+        j = json.load(open(path))
+    except (OSError, ValueError) as e:
+        return [f"JSON {path}: {e}"]
+    p = []
+    if j.get("version") != 3:
+        p.append(f"JSON version {j.get('version')}")
+    for k in ("start_time", "args", "env", "nccl_version", "config", "results",
+              "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"):
+        if k not in j:
+            p.append(f"JSON lacks {k}")
+    res = j.get("results", [])
+    if len(res) != len(rows):
+        p.append(f"JSON has {len(res)} results for {len(rows)} rows")
+    for r, row in zip(res, rows):
+        if r.get("size") != row["size"] or r.get("type") != row["type"]:
+            p.append(f"JSON result {r.get('size')} {r.get('type')} != row {row['size']}")
+            break
+        t = r.get("out_of_place", {}).get("time")
+        if t is None or abs(t - row["oop"]["time"]) > max(0.01, 0.01 * row["oop"]["time"]):
+            p.append(f"JSON time {t} != row {row['oop']['time']} at {row['size']}")
+            break
+    if j.get("out_of_bounds", {}).get("okay") != "true":
+        p.append(f"JSON out_of_bounds {j.get('out_of_bounds')}")
+    return p
+
+
+def check_csv(path, rows):
+    try:
+        lines = list(csv.DictReader(open(path, newline="")))
+    except (OSError, csv.Error) as e:
+        return [f"CSV {path}: {e}"]
+    if len(lines) != 2 * len(rows):
+        return [f"CSV has {len(lines)} lines for {len(rows)} rows"]
+    return []
+
+
+def cmd_compare(a):
+    def load(paths):
+        runs = []
+        for path in paths:
+            rows = parse(open(path, errors="replace").read())
+            runs.append({(r["size"], r["type"], r["redop"]): r for r in rows})
+        return runs
+
+    theirs, ours = load(a.theirs), load(a.ours)
+    keys = sorted(set().union(*[r.keys() for r in theirs + ours]))
+    out = []
+    worst = 0.0
+    failed = []
+    out.append(f"{len(theirs)} nccl-tests runs, {len(ours)} runs of ours; median time per op (us); "
+               f"ratio = ours / nccl-tests; bound {a.bound:.0%}")
+    out.append("")
+    out.append("| size (B) | nccl-tests oop | ours oop | ratio | | nccl-tests ip | ours ip | ratio | |")
+    out.append("|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|")
+    for k in keys:
+        cells = [str(k[0])]
+        for p in ("oop", "ip"):
+            t = [r[k][p]["time"] for r in theirs if k in r]
+            o = [r[k][p]["time"] for r in ours if k in r]
+            if not t or not o:
+                cells += ["-", "-", "-", "missing"]
+                failed.append((k[0], p))
+                continue
+            mt, mo = statistics.median(t), statistics.median(o)
+            ratio = mo / mt if mt > 0 else float("inf")
+            ok = abs(ratio - 1) <= a.bound
+            worst = max(worst, abs(ratio - 1))
+            if not ok:
+                failed.append((k[0], p))
+            cells += [f"{mt:.2f}", f"{mo:.2f}", f"{ratio:.3f}", "pass" if ok else "FAIL"]
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    out.append(f"worst deviation {worst:.1%}; outside the bound: "
+               + (", ".join(f"{s} {p}" for s, p in failed) if failed else "none"))
+    print("\n".join(out))
+    return 1 if failed else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("report")
+    c.add_argument("--wrong", choices=["zero", "na"], default="zero")
+    c.add_argument("--rows", type=int)
+    c.add_argument("--skipped", type=int)
+    c.add_argument("--contains", action="append")
+    c.add_argument("--json")
+    c.add_argument("--csv")
+    m = sub.add_parser("compare")
+    m.add_argument("--theirs", nargs="+", required=True)
+    m.add_argument("--ours", nargs="+", required=True)
+    m.add_argument("--bound", type=float, default=0.02)
+    a = ap.parse_args()
+    try:
+        return cmd_check(a) if a.cmd == "check" else cmd_compare(a)
+    except OSError as e:
+        print(f"cannot read: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
