@@ -12,7 +12,9 @@
 # launch check (skipped without it). Writes check.log (every command, its
 # output, exit status and verdict), all_reduce_perf.json and
 # all_reduce_perf.csv under $OUT (default ./nccltests-check). Exits 0 only if
-# every check passed. CHECK_TIMEOUT (seconds, default 120) bounds each check.
+# every check passed. CHECK_TIMEOUT (seconds, default 120) bounds each check;
+# CHECK_ONLY (an extended regular expression) runs only the checks whose names
+# match it.
 set -u
 DIR=$(cd "${1:-$(dirname "$0")}" && pwd)
 OUT=${OUT:-$PWD/nccltests-check}
@@ -28,6 +30,8 @@ trap 'rm -rf "$WORK"' EXIT
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 failed=()
 n=0
+skip_last=0
+skipped=0
 
 exec > >(tee -a "$LOG") 2>&1
 echo "== machine"
@@ -45,6 +49,12 @@ check() {
   local name=$1 want=$2 validate=$3
   shift 3
   n=$((n + 1))
+  skip_last=0
+  if [ -n "${CHECK_ONLY:-}" ] && ! [[ $name =~ $CHECK_ONLY ]]; then
+    skip_last=1
+    skipped=$((skipped + 1))
+    return
+  fi
   local out=$WORK/$n.txt start ms rc verdict=ok
   echo
   echo "== [$n] $name: $*"
@@ -69,6 +79,7 @@ check() {
 
 # grep_check NAME PATTERN: the previous check's output contains PATTERN.
 grep_check() {
+  [ "$skip_last" -eq 1 ] && return
   if grep -q -- "$2" "$WORK/$n.txt"; then
     echo "== [$n] $1: found '$2'"
   else
@@ -112,7 +123,8 @@ grep_check "-M line" "GPU memory usage     : Initialization"
 check "-J JSON and --csv" 0 "--rows 13 --json $OUT/all_reduce_perf.json --csv $OUT/all_reduce_perf.csv" \
   "$AR" -b 8 -e 128M -f 4 -c 1 -n 5 -J "$OUT/all_reduce_perf.json" --csv "$OUT/all_reduce_perf.csv"
 check "wrong data is reported (corrupt hook)" 7 "" env ERDMA_BENCH_HOOK=corrupt:0 "$AR" -b 1M -e 1M -c 1 -n 2
-grep_check "FAILED footer" "# Out of bounds values : 1 FAILED"
+# Both placements of the one size are wrong.
+grep_check "FAILED footer" "# Out of bounds values : 2 FAILED"
 check "stuck rank: -T 5 aborts and fails (stall hook)" 4 "" env ERDMA_BENCH_HOOK=stall:0 "$AR" -b 1M -e 1M -T 5 -c 0
 grep_check "timeout message" "Test timeout (5s) rank 0 "
 check "NCCL missing" 3 "" env ERDMA_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$AR"
@@ -134,8 +146,9 @@ if command -v mpirun >/dev/null; then
     mpirun --allow-run-as-root --oversubscribe -np 1 -x NCCL_NVLS_ENABLE "$AR" $S -c 1 -n 5
 fi
 # The other collectives: a few sizes each, checked; rooted ones sweep roots.
+# (nccl-tests does not check in-place alltoall and sendrecv: #wrong is N/A.)
 for b in all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv hypercube; do
-  check "${b}_perf" 0 "--rows 6" "$DIR/${b}_perf" $S -r -1 -c 1 -n 5
+  check "${b}_perf" 0 "--rows 6 --wrong zero-or-na-in-place" "$DIR/${b}_perf" $S -r -1 -c 1 -n 5
 done
 for b in reduce_scatter reduce; do
   check "${b}_perf every type and op" 0 "--rows 136 --skipped 4" \
@@ -144,8 +157,8 @@ done
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then
-  echo "== all $n checks passed"
+  echo "== all $((n - skipped)) checks passed"
 else
-  echo "== FAILED ${#failed[@]} of $n: ${failed[*]}"
+  echo "== FAILED ${#failed[@]} of $((n - skipped)): ${failed[*]}"
   exit 1
 fi

@@ -9,8 +9,10 @@
 # (this script does not build it); OUR_BIN_DIR holds ours (see
 # build-nccltests.sh). Environment: REPS (runs of each, default 6),
 # COMPARE_ARGS (default "-b 8 -e 8G -f 2 -c 0 -n 100 -w 10"), BOUND (default
-# 0.02), RUN_TIMEOUT (seconds per run, default 180). Writes compare.md (the
-# per-size table of median times and ratios) and compare-raw.txt (every run's
+# 0.02), RUN_TIMEOUT (seconds per run, default 180), COMPARE_CPUS (a taskset
+# CPU list both tools are pinned to, e.g. "2,3"; default unpinned), TAG (file
+# name suffix, default empty). Writes compare$TAG.md (the
+# per-size table of median times and ratios) and compare-raw$TAG.txt (every run's
 # output) under $OUT (default ./nccltests-compare). Exits 0 when every size is
 # within the bound, 1 when one is not, 2 when a run failed.
 set -u
@@ -25,21 +27,26 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-RAW=$OUT/compare-raw.txt
+TAG=${TAG:-}
+RAW=$OUT/compare-raw$TAG.txt
+PIN=()
+if [ -n "${COMPARE_CPUS:-}" ]; then
+  PIN=(taskset -c "$COMPARE_CPUS")
+fi
 : >"$RAW"
 
 for b in "$THEIRS" "$OURS"; do
   [ -x "$b" ] || { echo "missing executable: $b" >&2; exit 2; }
 done
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'); GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
-echo "== arguments: $ARGS; $REPS runs each, alternating; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
+echo "== arguments: $ARGS; $REPS runs each, alternating; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; CPUs: ${COMPARE_CPUS:-any} of $(nproc)"
 
 status=0
 run_one() { # run_one TOOL BINARY INDEX
   local f=$WORK/$1-$3.txt start ms rc
   start=$(date +%s%N)
   # shellcheck disable=SC2086 # ARGS is a word list
-  timeout "${RUN_TIMEOUT:-180}" "$2" $ARGS >"$f" 2>&1
+  timeout "${RUN_TIMEOUT:-180}" "${PIN[@]}" "$2" $ARGS >"$f" 2>&1
   rc=$?
   ms=$((($(date +%s%N) - start) / 1000000))
   echo "== run $3 $1: exit $rc, $((ms / 1000)).$((ms % 1000 / 100)) s, $(grep -m1 'Avg bus bandwidth' "$f")"
@@ -57,7 +64,7 @@ head -1 "$WORK/nccl-tests-1.txt"
 head -1 "$WORK/ours-1.txt"
 
 python3 "$HERE/nccltests_report.py" compare --bound "$BOUND" \
-  --theirs "$WORK"/nccl-tests-*.txt --ours "$WORK"/ours-*.txt | tee "$OUT/compare.md"
+  --theirs "$WORK"/nccl-tests-*.txt --ours "$WORK"/ours-*.txt | tee "$OUT/compare$TAG.md"
 rc=${PIPESTATUS[0]}
 [ "$status" -ne 0 ] && exit "$status"
 exit "$rc"

@@ -2,7 +2,8 @@
 """Reads nccl-tests reports - NVIDIA's all_reduce_perf and ours alike, with
 one parser - and checks or compares them.
 
-  nccltests_report.py check REPORT [--wrong zero|na] [--rows N] [--skipped N]
+  nccltests_report.py check REPORT [--wrong zero|na|zero-or-na-in-place]
+                                    [--rows N] [--skipped N]
                                     [--contains TEXT ...] [--json FILE] [--csv FILE]
       Validates one run's stdout: every row parses, #wrong is 0 (or N/A), the
       footer says "Out of bounds values : 0 OK"; optionally the row count, the
@@ -90,7 +91,12 @@ def cmd_check(a):
     for r in rows:
         for p in ("oop", "ip"):
             w = r[p]["wrong"]
-            ok = w == "0" if a.wrong == "zero" else w == "N/A"
+            if a.wrong == "na":
+                ok = w == "N/A"
+            elif a.wrong == "zero-or-na-in-place":
+                ok = w == "0" or (p == "ip" and w == "N/A")
+            else:
+                ok = w == "0"
             if not ok:
                 problems.append(f"#wrong {w} at {r['size']} {r['type']} {r['redop']} {p}")
                 break
@@ -202,7 +208,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")
     c.add_argument("report")
-    c.add_argument("--wrong", choices=["zero", "na"], default="zero")
+    c.add_argument("--wrong", choices=["zero", "na", "zero-or-na-in-place"], default="zero")
     c.add_argument("--rows", type=int)
     c.add_argument("--skipped", type=int)
     c.add_argument("--contains", action="append")
