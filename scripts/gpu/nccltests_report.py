@@ -10,9 +10,12 @@ one parser - and checks or compares them.
       number of "# Skipping" lines, texts that must appear, and a -J JSON file
       (schema 3, one result per row) or a --csv file (two lines per row).
   nccltests_report.py compare --theirs A.txt ... --ours B.txt ... [--bound 0.02]
+                              [--split BYTES]
       Per size and placement: median time over the runs of each tool, the
       ratio ours/theirs and whether it is within the bound. Prints a Markdown
-      table; exits 1 when a size is outside the bound.
+      table, then each tool's run-to-run spread below and from --split (16 MiB)
+      with the overall ratio and its uncertainty; exits 1 when a size is
+      outside the bound.
 
 Exit status: 0 good, 1 a check failed, 2 unreadable input.
 """
@@ -199,8 +202,44 @@ def cmd_compare(a):
     out.append("")
     out.append(f"worst deviation {worst:.1%}; outside the bound: "
                + (", ".join(f"{s} {p}" for s, p in failed) if failed else "none"))
+    out.append("")
+    small = [k for k in keys if k[0] < a.split]
+    large = [k for k in keys if k[0] >= a.split]
+    out += run_levels(theirs, ours, small, f"sizes below {a.split} B")
+    out += run_levels(theirs, ours, large, f"sizes from {a.split} B")
     print("\n".join(out))
     return 1 if failed else 0
+
+
+def run_levels(theirs, ours, keys, what):
+    """Run-to-run spread: each run's level is the geometric mean over sizes of
+    its time divided by that size's median over all runs of both tools. The
+    per-size medians of one session move together (a slow process is slow at
+    every size), so this shows whether a difference exceeds the noise."""
+    if not keys:
+        return []
+    lines = [f"run level, {what} (geometric mean over sizes of time / median of both "
+             "tools), mean +- sd over runs; ours/nccl-tests +- 2 standard errors:"]
+    for p, name in (("oop", "out-of-place"), ("ip", "in-place")):
+        med = {}
+        for k in keys:
+            v = [r[k][p]["time"] for r in theirs + ours if k in r]
+            med[k] = statistics.median(v) if v else 0.0
+
+        def level(run):
+            xs = [run[k][p]["time"] / med[k] for k in keys if k in run and med[k] > 0
+                  and run[k][p]["time"] > 0]
+            return statistics.geometric_mean(xs) if xs else float("nan")
+
+        lt, lo = [level(r) for r in theirs], [level(r) for r in ours]
+        if len(lt) < 2 or len(lo) < 2:
+            continue
+        mt, mo = statistics.mean(lt), statistics.mean(lo)
+        st, so = statistics.stdev(lt), statistics.stdev(lo)
+        se = (st * st / len(lt) + so * so / len(lo)) ** 0.5 / mt
+        lines.append(f"- {name}: nccl-tests {mt:.3f} +- {st:.3f} ({len(lt)} runs), "
+                     f"ours {mo:.3f} +- {so:.3f} ({len(lo)} runs); ratio {mo / mt:.3f} +- {2 * se:.3f}")
+    return lines
 
 
 def main():
@@ -218,6 +257,8 @@ def main():
     m.add_argument("--theirs", nargs="+", required=True)
     m.add_argument("--ours", nargs="+", required=True)
     m.add_argument("--bound", type=float, default=0.02)
+    m.add_argument("--split", type=int, default=16 << 20,
+                   help="run levels are given below and from this size (bytes)")
     a = ap.parse_args()
     try:
         return cmd_check(a) if a.cmd == "check" else cmd_compare(a)
