@@ -9,7 +9,7 @@
 //!   (NCCL >= 2.27) and `nvlinkCentricSched = 1` (NCCL >= 2.28);
 //! - buffers from `ncclMemAlloc`, registered with `ncclCommRegister` (`-R
 //!   1`) or as symmetric windows (`-R 2`, NCCL >= 2.27) inside one group;
-//! - each call is nccl-tests' `runColl` (see [`enqueue`]); mulsum creates
+//! - each call is nccl-tests' `runColl` (see `nccl/enqueue.rs`); mulsum creates
 //!   and destroys a PreMulSum operator around every call;
 //! - completion is `cuStreamQuery` plus `ncclCommGetAsyncError` per rank,
 //!   aborting every communicator on an asynchronous error or `-T` timeout;
