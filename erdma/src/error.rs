@@ -400,6 +400,9 @@ fn hint_for(verb: &str, errno: i32) -> Option<String> {
         libc::ETIMEDOUT if verb.starts_with("rdma_") => {
             "the peer did not answer: check the address, that the peer listens, and the port state".into()
         }
+        libc::ECONNREFUSED | libc::ECONNRESET if verb.starts_with("rdma_") => {
+            "nothing listens on that address and port: start the server side first".into()
+        }
         libc::EADDRNOTAVAIL if verb.starts_with("rdma_") => {
             "no RDMA device owns this IP address: use the address of an RDMA-capable interface".into()
         }

@@ -1035,7 +1035,10 @@ impl QueuePair {
             return Ok(());
         }
         let s = self.state();
-        if matches!(s, QpState::Reset | QpState::Unknown(_)) {
+        // A QP made by RDMA CM may take receives before the CM moves it (on
+        // iWARP the kernel does that during accept/connect).
+        let cm_managed = matches!(self.inner.owner, QpOwner::Cm(_)) && s == QpState::Reset;
+        if matches!(s, QpState::Reset | QpState::Unknown(_)) && !cm_managed {
             return Err(Error::QpState {
                 operation: "post_recv",
                 qp_num: self.inner.qp_num,

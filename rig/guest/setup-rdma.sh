@@ -34,6 +34,10 @@ done
     echo "rule add pref $((13+10*n)) from $ipb to $ipa lookup $tb"
     echo "rule add pref $((14+10*n)) to $ipb iif lo lookup $ta"
     echo "rule add pref $((15+10*n)) to $ipa iif lo lookup $tb"
+    # Static neighbours: the kernel's RDMA CM address resolution otherwise
+    # waits up to ~20 s for its first ARP answer under TCG.
+    echo "neigh replace $ipb lladdr 02:00:0a:63:0$n:02 dev $a nud permanent"
+    echo "neigh replace $ipa lladdr 02:00:0a:63:0$n:01 dev $b nud permanent"
   done
 } | ip -batch -
 for n in "${pairs[@]}"; do for i in veth$((2*n)) veth$((2*n+1)); do
