@@ -215,7 +215,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn invalid(operation: &'static str, problem: impl Into<String>) -> Error {
+    /// An [`Error::InvalidArgument`] (for tools built on the library too).
+    pub fn invalid(operation: &'static str, problem: impl Into<String>) -> Error {
         Error::InvalidArgument {
             operation,
             problem: problem.into(),
@@ -390,6 +391,11 @@ fn hint_for(verb: &str, errno: i32) -> Option<String> {
         }
         libc::EOPNOTSUPP | libc::ENOSYS => {
             format!("the device or its provider does not implement {}", feature_of(verb))
+        }
+        libc::EINVAL if verb == "ibv_post_recv" => {
+            "the provider refused the receive; some (siw) reject receives without a buffer: give each \
+             at least one scatter/gather entry"
+                .into()
         }
         libc::EINVAL if verb == "ibv_modify_qp" => {
             "the device rejected the QP attributes: check the remote QPN/PSN, GID index, path MTU and port; \

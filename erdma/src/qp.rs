@@ -897,6 +897,20 @@ impl QueuePair {
         p.next_seq = first_seq + requests.len() as u64;
         drop(p);
         if rc != 0 {
+            let imm = requests
+                .iter()
+                .any(|r| matches!(r.op, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..)));
+            let ctx = self.context();
+            if rc == libc::EINVAL && imm && ctx.transport() == Transport::Iwarp {
+                return Err(Error::Unsupported {
+                    feature: "immediate data (SEND/RDMA WRITE with immediate)".into(),
+                    device: Some(format!("{} (iWARP)", ctx.name())),
+                    hint: Some(format!(
+                        "{posted} of {} requests posted; follow the RDMA WRITE with a SEND instead",
+                        requests.len()
+                    )),
+                });
+            }
             let e = Error::check("ibv_post_send", rc)
                 .err()
                 .unwrap_or(Error::verb("ibv_post_send", libc::EIO));

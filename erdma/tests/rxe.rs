@@ -760,3 +760,27 @@ fn rdma_cm_on_roce() {
     id.disconnect().unwrap();
     t.join().unwrap();
 }
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn children_keep_their_parents_alive() {
+    // Dropping the handles of the device, PD and CQ first is fine: the QP
+    // and regions hold them, and everything is freed in the right order.
+    let r = rig();
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &QpCapabilities::default());
+    let Side {
+        ctx, pd, cq, qp, ..
+    } = a;
+    let src = pd.register(pattern(64, 40), AccessFlags::empty()).unwrap();
+    drop((ctx, pd, cq));
+    let mut dst =
+        b.pd.register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    b.qp.post_recv(RecvRequest::new([dst.all()])).unwrap();
+    qp.post_send(SendRequest::send([src.all()])).unwrap();
+    one(qp.send_cq());
+    one(&b.cq);
+    assert_eq!(dst.as_slice().unwrap(), &pattern(64, 40)[..]);
+    drop(qp);
+    drop(src);
+}

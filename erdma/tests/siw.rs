@@ -167,6 +167,19 @@ fn siw_cm_write_read_send() {
         .unwrap();
     qp.post_send(SendRequest::send([msg.all()])).unwrap();
     assert_eq!(one(&cq).opcode, WcOpcode::Send);
+    // iWARP (siw) has no immediate data: a typed error, the QP still usable.
+    let e = qp
+        .post_send(SendRequest::write_with_imm(
+            [msg.all()],
+            remote.slice(..4096).unwrap(),
+            1,
+        ))
+        .unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    // libsiw refuses receives without a buffer (EINVAL, with a hint).
+    let e = qp.post_recv(RecvRequest::new([])).unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EINVAL), "{e}");
+    assert!(e.to_string().contains("scatter/gather entry"), "{e}");
     // siw limits, as typed errors before posting: no atomics, one READ entry.
     let mut eight = pd
         .register(AlignedBuffer::new(8).unwrap(), AccessFlags::LOCAL_WRITE)
