@@ -1,56 +1,33 @@
-//! List the RDMA devices, open the first, print its ports and GIDs, register a buffer.
+//! List RDMA devices, open the first, print its ports and GIDs, register a buffer.
+use erdma::{AccessFlags, Result};
+
 fn main() {
     if let Err(e) = run() {
-        eprintln!("error: {e}");
+        eprintln!("error: {e}"); // one line: the verb, the errno and the fix
         std::process::exit(1);
     }
 }
 
-fn run() -> erdma::Result<()> {
+fn run() -> Result<()> {
     let devices = erdma::devices();
     let Some(dev) = devices.iter().next() else {
-        println!(
-            "{}",
-            devices.reason().map(|r| r.to_string()).unwrap_or_default()
-        );
+        let why = devices.reason().map(|r| r.to_string()).unwrap_or_default();
+        println!("{why}"); // no RDMA here: the reason says why
         return Ok(());
     };
     let ctx = dev.open()?;
-    let a = ctx.attributes();
-    println!(
-        "{}: {}, vendor {:#x} part {}, eRDMA: {}",
-        ctx.name(),
-        ctx.transport(),
-        a.vendor_id(),
-        a.vendor_part_id(),
-        ctx.is_erdma()
-    );
+    let (name, transport, is_erdma) = (ctx.name(), ctx.transport(), ctx.is_erdma());
+    println!("{name} ({transport}), eRDMA: {is_erdma}");
     for port in ctx.ports()? {
-        let mtu = port.active_mtu().map_or(0, |m| m.bytes());
-        println!(
-            "  port {}: {} {} active_mtu {mtu}",
-            port.port(),
-            port.state(),
-            port.link_layer()
-        );
-        for g in ctx.gid_table(port.port())? {
-            println!(
-                "    GID[{}] {} {} {}",
-                g.index,
-                g.gid,
-                g.gid_type,
-                g.netdev.as_deref().unwrap_or("-")
-            );
+        let (n, state, mtu) = (port.port(), port.state(), port.active_mtu());
+        println!("port {n}: {state}, active MTU {mtu:?}");
+        for g in ctx.gid_table(n)? {
+            println!("  GID[{}] {} {} {:?}", g.index, g.gid, g.gid_type, g.netdev);
         }
     }
-    println!("  NCCL-style GID index: {}", ctx.select_gid(1, None)?.index);
+    let gid = ctx.select_gid(1, None)?; // the GID NCCL would pick
     let pd = ctx.alloc_pd()?;
-    let mr = pd.register(vec![0u8; 1 << 20], erdma::AccessFlags::ALL)?;
-    println!(
-        "  registered {} bytes: lkey {:#x} rkey {:#x}",
-        mr.len(),
-        mr.lkey(),
-        mr.rkey()
-    );
+    let mr = pd.register(vec![0u8; 1 << 20], AccessFlags::ALL)?;
+    println!("GID index {}: {} rkey {:#x}", gid.index, gid.gid, mr.rkey());
     Ok(())
 }
