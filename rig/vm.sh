@@ -90,10 +90,19 @@ VNG_ARGS+=(--exec "bash $RIG/guest/run.sh $RUNDIR/env")
 log "kernel $KVER, accel $ACCEL, cpus $CPUS, mem $MEM, siw $SIW, mtu $MTU"
 
 # virtme-ng's qemu reopens /proc/self/fd/1 and 2: a regular file there would be
-# truncated, so always hand it pipes.
+# truncated, so always hand it pipes (FIFOs drained by cat). Killing this script
+# (TERM/INT/HUP) stops the VM: timeout passes the signal to its process group.
+mkfifo "$RUNDIR/out" "$RUNDIR/err"
+cat <"$RUNDIR/out" & cat_out=$!
+cat <"$RUNDIR/err" >&2 & cat_err=$!
+PATH="$CACHE/venv/bin:$PATH" timeout --kill-after=15 "$TIMEOUT" "$CACHE/venv/bin/vng" "${VNG_ARGS[@]}" \
+  </dev/null >"$RUNDIR/out" 2>"$RUNDIR/err" &
+vm=$!
+trap 'kill -TERM $vm 2>/dev/null; wait $vm 2>/dev/null; rm -rf "$RUNDIR"; exit 143' TERM INT HUP
 set +e
-PATH="$CACHE/venv/bin:$PATH" timeout --kill-after=15 "$TIMEOUT" "$CACHE/venv/bin/vng" "${VNG_ARGS[@]}" </dev/null 2> >(cat >&2) | cat
-rc=${PIPESTATUS[0]}
+wait $vm
+rc=$?
+wait $cat_out $cat_err
 set -e
 log "exit status $rc after $(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')s"
 exit "$rc"

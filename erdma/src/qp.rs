@@ -901,7 +901,7 @@ impl QueuePair {
                 .iter()
                 .any(|r| matches!(r.op, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..)));
             let ctx = self.context();
-            if rc == libc::EINVAL && imm && ctx.transport() == Transport::Iwarp {
+            if rc.abs() == libc::EINVAL && imm && ctx.transport() == Transport::Iwarp {
                 return Err(Error::Unsupported {
                     feature: "immediate data (SEND/RDMA WRITE with immediate)".into(),
                     device: Some(format!("{} (iWARP)", ctx.name())),

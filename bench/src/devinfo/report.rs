@@ -112,20 +112,21 @@ fn port_report(ctx: &Context, port: u32, attr: sys::ibv_port_attr, verbose: bool
     let mut gids = Vec::new();
     let mut gid_error = None;
     if verbose {
-        for i in 0..attr.gid_tbl_len.max(0) as u32 {
-            match ctx.gid(port as u8, i) {
-                Ok(Some(e)) => gids.push(GidReport {
-                    index: i,
-                    gid: e.gid,
-                    gid_type: Some(e.gid_type),
-                    netdev: e.netdev,
-                }),
-                Ok(None) => {}
-                Err(e) => {
-                    gid_error = Some((i, e.to_string()));
-                    break;
-                }
+        // One query for the whole table; ibv_devinfo's per-index loop shows
+        // the same entries (it skips the empty ones too).
+        match ctx.gid_table(port as u8) {
+            Ok(table) => {
+                gids = table
+                    .into_iter()
+                    .map(|e| GidReport {
+                        index: e.index,
+                        gid: e.gid,
+                        gid_type: Some(e.gid_type),
+                        netdev: e.netdev,
+                    })
+                    .collect();
             }
+            Err(e) => gid_error = Some((0, e.to_string())),
         }
     }
     PortReport {
