@@ -24,6 +24,7 @@
     non_snake_case,
     non_upper_case_globals,
     clippy::all,
+    clippy::undocumented_unsafe_blocks,
     missing_docs
 )]
 
@@ -119,6 +120,7 @@ const RDMACM_REQUIRED: &[&str] = &[
     "rdma_get_cm_event",
     "rdma_ack_cm_event",
     "rdma_migrate_id",
+    "rdma_event_str",
 ];
 
 fn open(env_var: &str, default: &str, required: &[&str]) -> Result<libloading::Library, LoadError> {
