@@ -784,3 +784,26 @@ fn children_keep_their_parents_alive() {
     drop(qp);
     drop(src);
 }
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn dmabuf_detected_at_run_time() {
+    // rdma-core 44 exports ibv_reg_dmabuf_mr, but the rxe provider does not
+    // implement it: a typed Unsupported error naming the feature (the same
+    // path eRDMA takes), never a crash.
+    let r = rig();
+    let ctx = Context::open(&r.rxe[0]).unwrap();
+    assert!(ctx.supports_dmabuf(), "the library has the symbol");
+    let pd = ctx.alloc_pd().unwrap();
+    // A memfd is not a dma-buf; a provider without dma-buf support refuses
+    // before looking at it.
+    // SAFETY: a plain syscall with a NUL-terminated name.
+    let fd = unsafe { libc::memfd_create(c"not-a-dmabuf".as_ptr(), 0) };
+    assert!(fd >= 0);
+    // SAFETY: the region is never used for traffic; registration fails.
+    let e = unsafe { pd.register_dmabuf(fd, 0, 4096, 0, AccessFlags::LOCAL_WRITE) }.unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("dma-buf"), "{e}");
+    // SAFETY: closing the fd created above, once.
+    unsafe { libc::close(fd) };
+}
