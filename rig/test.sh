@@ -40,7 +40,7 @@ echo "== build"
 if [[ $BUILD == 1 ]]; then
   "$CARGO" build "${PROFILE[@]}" -p erdma-bench --bin devinfo -p erdma-examples --examples || exit 1
 fi
-bins=$("$CARGO" test "${PROFILE[@]}" -p erdma --tests --no-run --message-format=json 2>/dev/null | python3 -c '
+bins=$("$CARGO" test "${PROFILE[@]}" -p erdma --tests --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -48,7 +48,7 @@ for line in sys.stdin:
             and m["target"]["name"] != "compile_fail":
         print(m["executable"])') || { echo "cargo test --no-run failed"; exit 1; }
 TARGET=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
-DIR=$TARGET/${PROFILE:+release}; DIR=${DIR%/}; [[ ${#PROFILE[@]} == 0 ]] && DIR=$TARGET/debug
+if [[ ${#PROFILE[@]} == 0 ]]; then DIR=$TARGET/debug; else DIR=$TARGET/release; fi
 export ERDMA_RIG_TEST_BINS=$(echo $bins) ERDMA_RIG_DEVINFO=$DIR/devinfo ERDMA_RIG_EXAMPLES=$DIR/examples
 [[ -x $ERDMA_RIG_DEVINFO && -x $ERDMA_RIG_EXAMPLES/rdma_pingpong && -n $bins ]] || { echo "binaries missing (run without --no-build)"; exit 1; }
 
