@@ -1,7 +1,80 @@
 //! Safe RDMA verbs for Alibaba Cloud eRDMA NICs and any rdma-core device.
+//!
+//! Layers (cudarc style): [`sys`] is the raw FFI (bindgen at build time,
+//! libibverbs/librdmacm loaded at run time, so binaries start on hosts
+//! without rdma-core); this crate is the safe API on top.
+//!
+//! - [`devices`] lists devices and never fails: on a host without RDMA the
+//!   list is empty and [`DeviceList::reason`] says why.
+//! - [`Context`]: an opened device, its [`DeviceAttributes`], ports
+//!   ([`PortAttributes`]) and GID tables ([`GidEntry`], NCCL-style
+//!   [`Context::select_gid`]).
+//! - [`ProtectionDomain`], [`MemoryRegion`] (owns its buffer),
+//!   [`CompletionQueue`] ([`WorkCompletion`]), [`QueuePair`] (RC, classic
+//!   verbs: SEND, SEND_WITH_IMM, RDMA WRITE (with imm), READ, atomics, inline,
+//!   scatter/gather).
+//! - Connecting: [`Endpoint`] + [`exchange`] (TCP, RoCE/IB and eRDMA RoCE
+//!   mode), or [`cm`] (RDMA CM: iWARP, i.e. eRDMA's default mode, and any).
+//! - One error type, [`Error`]: the verb, the errno and how to fix it.
+//!
+//! Ownership makes misuse impossible in safe code: a region owns its buffer
+//! and holds its PD, a QP holds its PD and CQs, a posted request holds its
+//! regions until its completion is polled, posting needs an RTS QP.
+//!
+//! ```no_run
+//! # fn main() -> erdma::Result<()> {
+//! let list = erdma::devices();
+//! if let Some(reason) = list.reason() {
+//!     println!("{reason}");
+//!     return Ok(());
+//! }
+//! let ctx = list.iter().next().unwrap().open()?;
+//! let gid = ctx.select_gid(1, None)?;
+//! let pd = ctx.alloc_pd()?;
+//! let mr = pd.register(vec![0u8; 4096], erdma::AccessFlags::ALL)?;
+//! println!("{} GID[{}] {} rkey {:#x}", ctx.name(), gid.index, gid.gid, mr.rkey());
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
+
+/// The raw FFI layer (`erdma-sys`).
+pub use erdma_sys as sys;
+
+pub mod cm;
+pub mod context;
+pub mod cq;
+pub mod device;
+pub mod endpoint;
+pub mod error;
+pub mod exchange;
+mod ffi;
+pub mod gid;
+pub mod mr;
+pub mod pd;
+pub mod port;
+pub mod qp;
+mod sysfs;
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
 #[cfg(feature = "nccl")]
 pub mod nccl;
+
+pub use context::{
+    AtomicCap, Context, DeviceAttributes, ERDMA_VENDOR_ID, ERDMA_VENDOR_PART_ID, Protocol,
+};
+pub use cq::{CompletionQueue, CqOptions, WcOpcode, WcStatus, WorkCompletion};
+pub use device::{Device, DeviceList, Guid, NoDevicesReason, Transport, devices};
+pub use endpoint::{ConnectOptions, Endpoint};
+pub use error::{Error, Result};
+pub use gid::{Gid, GidEntry, GidType};
+pub use mr::{
+    AccessFlags, AlignedBuffer, DmaBuf, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
+    RegisterBuffer, RemoteBuffer,
+};
+pub use pd::ProtectionDomain;
+pub use port::{LinkLayer, Mtu, PhysState, PortAttributes, PortState};
+pub use qp::{
+    InitAttributes, QpCapabilities, QpState, QueuePair, RecvRequest, RtrAttributes, RtsAttributes,
+    SendOp, SendRequest,
+};

@@ -1,0 +1,548 @@
+//! Completion queues: polling, blocking waits through a completion channel,
+//! and typed work completions.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use erdma_sys as sys;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::ffi::{self, Ptr};
+use crate::port::c_enum;
+use crate::qp::{QpShared, WrIdCodec};
+
+c_enum! {
+    /// Status of a work completion (`ibv_wc_status`); `Display` gives the
+    /// symbolic name and `ibv_wc_status_str`'s text.
+    WcStatus: u32 {
+        /// Success.
+        Success = sys::IBV_WC_SUCCESS => "SUCCESS (success)",
+        /// Local length error.
+        LocLenErr = sys::IBV_WC_LOC_LEN_ERR => "LOC_LEN_ERR (local length error)",
+        /// Local QP operation error.
+        LocQpOpErr = sys::IBV_WC_LOC_QP_OP_ERR => "LOC_QP_OP_ERR (local QP operation error)",
+        /// Local EE context operation error.
+        LocEecOpErr = sys::IBV_WC_LOC_EEC_OP_ERR => "LOC_EEC_OP_ERR (local EE context operation error)",
+        /// Local protection error.
+        LocProtErr = sys::IBV_WC_LOC_PROT_ERR => "LOC_PROT_ERR (local protection error)",
+        /// Flushed: the QP was in the error state.
+        WrFlushErr = sys::IBV_WC_WR_FLUSH_ERR => "WR_FLUSH_ERR (Work Request Flushed Error)",
+        /// Memory window bind error.
+        MwBindErr = sys::IBV_WC_MW_BIND_ERR => "MW_BIND_ERR (memory management operation error)",
+        /// Bad response.
+        BadRespErr = sys::IBV_WC_BAD_RESP_ERR => "BAD_RESP_ERR (bad response error)",
+        /// Local access error.
+        LocAccessErr = sys::IBV_WC_LOC_ACCESS_ERR => "LOC_ACCESS_ERR (local access error)",
+        /// Remote invalid request.
+        RemInvReqErr = sys::IBV_WC_REM_INV_REQ_ERR => "REM_INV_REQ_ERR (remote invalid request error)",
+        /// Remote access error (rkey, address, rights).
+        RemAccessErr = sys::IBV_WC_REM_ACCESS_ERR => "REM_ACCESS_ERR (remote access error)",
+        /// Remote operation error.
+        RemOpErr = sys::IBV_WC_REM_OP_ERR => "REM_OP_ERR (remote operation error)",
+        /// Transport retries exhausted.
+        RetryExcErr = sys::IBV_WC_RETRY_EXC_ERR => "RETRY_EXC_ERR (transport retry counter exceeded)",
+        /// Receiver-not-ready retries exhausted.
+        RnrRetryExcErr = sys::IBV_WC_RNR_RETRY_EXC_ERR => "RNR_RETRY_EXC_ERR (RNR retry counter exceeded)",
+        /// Local RDD violation.
+        LocRddViolErr = sys::IBV_WC_LOC_RDD_VIOL_ERR => "LOC_RDD_VIOL_ERR (local RDD violation error)",
+        /// Remote invalid RD request.
+        RemInvRdReqErr = sys::IBV_WC_REM_INV_RD_REQ_ERR => "REM_INV_RD_REQ_ERR (remote invalid RD request)",
+        /// Remote abort.
+        RemAbortErr = sys::IBV_WC_REM_ABORT_ERR => "REM_ABORT_ERR (aborted error)",
+        /// Invalid EE context number.
+        InvEecnErr = sys::IBV_WC_INV_EECN_ERR => "INV_EECN_ERR (invalid EE context number)",
+        /// Invalid EE context state.
+        InvEecStateErr = sys::IBV_WC_INV_EEC_STATE_ERR => "INV_EEC_STATE_ERR (invalid EE context state)",
+        /// Fatal error.
+        FatalErr = sys::IBV_WC_FATAL_ERR => "FATAL_ERR (fatal error)",
+        /// Response timeout.
+        RespTimeoutErr = sys::IBV_WC_RESP_TIMEOUT_ERR => "RESP_TIMEOUT_ERR (response timeout error)",
+        /// General error.
+        GeneralErr = sys::IBV_WC_GENERAL_ERR => "GENERAL_ERR (general error)",
+    } unknown "unknown status"
+}
+
+impl WcStatus {
+    /// The likely cause of an error status.
+    pub fn hint(self) -> Option<&'static str> {
+        Some(match self {
+            WcStatus::RemAccessErr => {
+                "the peer refused the access: wrong rkey or address, a range outside the remote region, \
+                 or the region lacks REMOTE_READ/REMOTE_WRITE/REMOTE_ATOMIC"
+            }
+            WcStatus::RetryExcErr => {
+                "the peer never acknowledged: wrong remote QPN/GID/LID, the peer QP is not RTR, \
+                 the peer died, or the path is down"
+            }
+            WcStatus::RnrRetryExcErr => {
+                "the peer had no receive posted: post receives before the sender sends"
+            }
+            WcStatus::LocProtErr => {
+                "a local buffer is not in a registered region of this QP's protection domain, \
+                 or lacks LOCAL_WRITE"
+            }
+            WcStatus::LocLenErr => {
+                "the message is longer than the posted receive buffer or the device limit"
+            }
+            WcStatus::RemInvReqErr => {
+                "the peer rejected the request: a message longer than its receive buffer, an unaligned \
+                 atomic, or an operation it does not support"
+            }
+            WcStatus::WrFlushErr => {
+                "the QP had gone to the error state (see the first failed completion)"
+            }
+            WcStatus::RemOpErr => "the peer failed to carry out the operation",
+            _ => return None,
+        })
+    }
+}
+
+c_enum! {
+    /// Opcode of a work completion (`ibv_wc_opcode`); only valid on success.
+    WcOpcode: u32 {
+        /// SEND or SEND_WITH_IMM sent.
+        Send = sys::IBV_WC_SEND => "SEND",
+        /// RDMA WRITE done.
+        RdmaWrite = sys::IBV_WC_RDMA_WRITE => "RDMA_WRITE",
+        /// RDMA READ done.
+        RdmaRead = sys::IBV_WC_RDMA_READ => "RDMA_READ",
+        /// Compare-and-swap done.
+        CompSwap = sys::IBV_WC_COMP_SWAP => "COMP_SWAP",
+        /// Fetch-and-add done.
+        FetchAdd = sys::IBV_WC_FETCH_ADD => "FETCH_ADD",
+        /// Memory window bound.
+        BindMw = sys::IBV_WC_BIND_MW => "BIND_MW",
+        /// Local invalidate done.
+        LocalInv = sys::IBV_WC_LOCAL_INV => "LOCAL_INV",
+        /// A receive completed (SEND or SEND_WITH_IMM arrived).
+        Recv = sys::IBV_WC_RECV => "RECV",
+        /// An RDMA_WRITE_WITH_IMM arrived (consumed a receive).
+        RecvRdmaWithImm = sys::IBV_WC_RECV_RDMA_WITH_IMM => "RECV_RDMA_WITH_IMM",
+    } unknown "unknown opcode"
+}
+
+/// One work completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkCompletion {
+    /// The id given to the request.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: WcStatus,
+    /// What completed (only meaningful on success).
+    pub opcode: WcOpcode,
+    /// Bytes received (receives) or transferred (reads, atomics: 8).
+    pub byte_len: u32,
+    /// Immediate data (host order) of a SEND_WITH_IMM or WRITE_WITH_IMM.
+    pub imm_data: Option<u32>,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// The remote QP number (UD; 0 or the peer on RC, provider dependent).
+    pub src_qp: u32,
+    /// Provider-specific error code.
+    pub vendor_err: u32,
+    /// Raw `ibv_wc_flags`.
+    pub wc_flags: u32,
+}
+
+impl Default for WorkCompletion {
+    fn default() -> Self {
+        WorkCompletion {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            byte_len: 0,
+            imm_data: None,
+            qp_num: 0,
+            src_qp: 0,
+            vendor_err: 0,
+            wc_flags: 0,
+        }
+    }
+}
+
+impl WorkCompletion {
+    /// Whether it succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.status == WcStatus::Success
+    }
+
+    /// `Ok(self)` on success, else [`Error::Completion`] with the status and its hint.
+    pub fn ok(&self) -> Result<&WorkCompletion> {
+        if self.is_ok() {
+            Ok(self)
+        } else {
+            Err(Error::Completion {
+                status: self.status,
+                wr_id: self.wr_id,
+                qp_num: self.qp_num,
+                vendor_err: self.vendor_err,
+            })
+        }
+    }
+
+    fn from_raw(wc: &sys::ibv_wc, wr_id: u64) -> WorkCompletion {
+        let imm = (wc.wc_flags & sys::IBV_WC_WITH_IMM != 0)
+            // SAFETY: with IBV_WC_WITH_IMM the union holds imm_data.
+            .then(|| u32::from_be(unsafe { wc.__bindgen_anon_1.imm_data }));
+        WorkCompletion {
+            wr_id,
+            status: WcStatus::from_raw(wc.status),
+            opcode: WcOpcode::from_raw(wc.opcode),
+            byte_len: wc.byte_len,
+            imm_data: imm,
+            qp_num: wc.qp_num,
+            src_qp: wc.src_qp,
+            vendor_err: wc.vendor_err,
+            wc_flags: wc.wc_flags,
+        }
+    }
+}
+
+/// Options of a new completion queue.
+#[derive(Debug, Clone, Default)]
+pub struct CqOptions {
+    /// Create a completion channel so that [`CompletionQueue::wait`] can
+    /// sleep instead of spinning.
+    pub channel: bool,
+    /// Completion vector (interrupt) to use; 0 when unsure.
+    pub comp_vector: i32,
+}
+
+pub(crate) struct CqInner {
+    raw: Ptr<sys::ibv_cq>,
+    channel: Option<Ptr<sys::ibv_comp_channel>>,
+    ctx: Context,
+    entries: u32,
+    /// The QPs whose completions come here, to release the memory their
+    /// finished requests held.
+    qps: Mutex<HashMap<u32, Weak<QpShared>>>,
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        if let Ok(lib) = ffi::verbs() {
+            // SAFETY: every QP using this CQ holds an Arc to it, so none is
+            // left; completion events were acked when received.
+            unsafe { lib.ibv_destroy_cq(self.raw.0) };
+            if let Some(ch) = self.channel {
+                // SAFETY: the channel's only CQ is destroyed above.
+                unsafe { lib.ibv_destroy_comp_channel(ch.0) };
+            }
+        }
+    }
+}
+
+/// A completion queue. Cheap to clone (shared). QPs keep their CQs alive.
+#[derive(Clone)]
+pub struct CompletionQueue {
+    pub(crate) inner: Arc<CqInner>,
+}
+
+impl fmt::Debug for CompletionQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompletionQueue")
+            .field("device", &self.inner.ctx.name())
+            .field("entries", &self.inner.entries)
+            .field("channel", &self.inner.channel.is_some())
+            .finish()
+    }
+}
+
+/// Completions polled per `ibv_poll_cq` call.
+const POLL_BATCH: usize = 32;
+
+impl CompletionQueue {
+    pub(crate) fn new(ctx: &Context, entries: u32, options: &CqOptions) -> Result<CompletionQueue> {
+        let lib = ffi::verbs()?;
+        let max = ctx.attributes().max_cqe();
+        if entries == 0 || (max > 0 && entries > max) {
+            return Err(Error::invalid(
+                "ibv_create_cq",
+                format!("{entries} entries: the device allows 1..={max}"),
+            ));
+        }
+        let channel = if options.channel {
+            // SAFETY: live context.
+            let ch = unsafe { lib.ibv_create_comp_channel(ctx.as_raw()) };
+            if ch.is_null() {
+                return Err(Error::last_os("ibv_create_comp_channel"));
+            }
+            // Non-blocking, so that waits are bounded by poll(2) timeouts.
+            // SAFETY: ch is a live channel with a valid fd.
+            let fd = unsafe { (*ch).fd };
+            // SAFETY: plain fcntl on an fd we own.
+            unsafe {
+                let fl = libc::fcntl(fd, libc::F_GETFL);
+                libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK);
+            }
+            Some(Ptr(ch))
+        } else {
+            None
+        };
+        // SAFETY: live context; channel (if any) belongs to it.
+        let cq = unsafe {
+            lib.ibv_create_cq(
+                ctx.as_raw(),
+                entries as i32,
+                std::ptr::null_mut(),
+                channel.map_or(std::ptr::null_mut(), |c| c.0),
+                options.comp_vector,
+            )
+        };
+        if cq.is_null() {
+            let e = Error::last_os("ibv_create_cq");
+            if let Some(ch) = channel {
+                // SAFETY: the channel has no CQ.
+                unsafe { lib.ibv_destroy_comp_channel(ch.0) };
+            }
+            return Err(e);
+        }
+        // SAFETY: cq is live; cqe is the actual size.
+        let actual = unsafe { (*cq).cqe }.max(0) as u32;
+        Ok(CompletionQueue {
+            inner: Arc::new(CqInner {
+                raw: Ptr(cq),
+                channel,
+                ctx: ctx.clone(),
+                entries: actual,
+                qps: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The device.
+    pub fn context(&self) -> &Context {
+        &self.inner.ctx
+    }
+
+    /// Number of entries (at least what was asked).
+    pub fn entries(&self) -> u32 {
+        self.inner.entries
+    }
+
+    /// Whether it has a completion channel ([`CompletionQueue::wait`] sleeps).
+    pub fn has_channel(&self) -> bool {
+        self.inner.channel.is_some()
+    }
+
+    /// The raw `ibv_cq`, valid while this CQ (or a clone) lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_cq {
+        self.inner.raw.0
+    }
+
+    pub(crate) fn attach(&self, qp_num: u32, qp: Weak<QpShared>) {
+        if let Ok(mut m) = self.inner.qps.lock() {
+            m.insert(qp_num, qp);
+        }
+    }
+
+    pub(crate) fn detach(&self, qp_num: u32) {
+        if let Ok(mut m) = self.inner.qps.lock() {
+            m.remove(&qp_num);
+        }
+    }
+
+    /// Polls up to `out.len()` completions without waiting; returns how many.
+    /// Completing a request releases the memory regions it held.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        let mut raw = [sys::ibv_wc::default(); POLL_BATCH];
+        let mut total = 0;
+        while total < out.len() {
+            let want = (out.len() - total).min(POLL_BATCH);
+            // SAFETY: live CQ; raw has room for `want` entries.
+            let n = unsafe {
+                sys::inline::ibv_poll_cq(self.inner.raw.0, want as i32, raw.as_mut_ptr())
+            };
+            if n < 0 {
+                return Err(Error::last_os("ibv_poll_cq"));
+            }
+            let n = n as usize;
+            for (slot, wc) in out[total..].iter_mut().zip(&raw[..n]) {
+                *slot = self.translate(wc);
+            }
+            total += n;
+            if n < want {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Maps the internal wr_id back to the caller's and releases the memory
+    /// held by the finished requests.
+    fn translate(&self, wc: &sys::ibv_wc) -> WorkCompletion {
+        let qp = self
+            .inner
+            .qps
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&wc.qp_num).and_then(Weak::upgrade));
+        let wr_id = match qp {
+            Some(qp) => qp.complete(WrIdCodec::decode(wc.wr_id)).unwrap_or(wc.wr_id),
+            // The QP is gone: its requests' memory was released with it.
+            None => wc.wr_id,
+        };
+        WorkCompletion::from_raw(wc, wr_id)
+    }
+
+    /// Waits until at least one completion is available and polls it into
+    /// `out` (at least one, at most `out.len()`). Sleeps on the completion
+    /// channel when there is one, else spins (yielding). [`Error::Timeout`]
+    /// after `timeout`.
+    pub fn wait(&self, out: &mut [WorkCompletion], timeout: Duration) -> Result<usize> {
+        if out.is_empty() {
+            return Err(Error::invalid(
+                "CompletionQueue::wait",
+                "the output slice is empty",
+            ));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let n = self.poll(out)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    what: format!("a completion on {}", self.inner.ctx.name()),
+                    after: timeout,
+                    hint: Some(
+                        "no request completed: is the peer connected and did it post receives?"
+                            .into(),
+                    ),
+                });
+            }
+            match self.inner.channel {
+                Some(ch) => {
+                    // Arm, then poll again so that a completion that arrived
+                    // before arming is not missed.
+                    // SAFETY: live CQ.
+                    let rc = unsafe { sys::inline::ibv_req_notify_cq(self.inner.raw.0, 0) };
+                    Error::check("ibv_req_notify_cq", rc)?;
+                    let n = self.poll(out)?;
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                    self.sleep_on_channel(ch, left)?;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+    }
+
+    fn sleep_on_channel(&self, ch: Ptr<sys::ibv_comp_channel>, left: Duration) -> Result<()> {
+        let lib = ffi::verbs()?;
+        // SAFETY: live channel.
+        let fd = unsafe { (*ch.0).fd };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(Error::verb("poll", e.raw_os_error().unwrap_or(libc::EIO)));
+        }
+        if rc == 0 {
+            return Ok(());
+        }
+        let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
+        let mut ctx: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: live channel (non-blocking); out-pointers are writable.
+        let rc = unsafe { lib.ibv_get_cq_event(ch.0, &mut cq, &mut ctx) };
+        if rc == 0 && !cq.is_null() {
+            // SAFETY: the event is for our CQ (the channel's only one);
+            // acknowledged at once so destroying the CQ never waits.
+            unsafe { lib.ibv_ack_cq_events(cq, 1) };
+        }
+        Ok(())
+    }
+
+    /// Collects exactly `n` completions (waiting as [`CompletionQueue::wait`]
+    /// does), or [`Error::Timeout`] when they do not all arrive within
+    /// `timeout`. Error completions are returned, not turned into errors:
+    /// check each with [`WorkCompletion::ok`].
+    pub fn collect(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
+        let deadline = Instant::now() + timeout;
+        let mut out = Vec::with_capacity(n);
+        let mut buf = [WorkCompletion::default(); POLL_BATCH];
+        while out.len() < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let want = (n - out.len()).min(POLL_BATCH);
+            match self.wait(&mut buf[..want], left) {
+                Ok(k) => out.extend_from_slice(&buf[..k]),
+                Err(Error::Timeout { .. }) => {
+                    return Err(Error::Timeout {
+                        what: format!("{n} completions on {} (got {})", self.inner.ctx.name(), out.len()),
+                        after: timeout,
+                        hint: Some(
+                            "requests are still outstanding: is the peer connected, did it post receives, \
+                             are the requests signaled?"
+                                .into(),
+                        ),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_texts_and_hints() {
+        assert_eq!(
+            WcStatus::from_raw(sys::IBV_WC_REM_ACCESS_ERR).to_string(),
+            "REM_ACCESS_ERR (remote access error)"
+        );
+        assert!(WcStatus::RemAccessErr.hint().unwrap().contains("rkey"));
+        assert_eq!(WcStatus::Success.hint(), None);
+        assert_eq!(WcStatus::from_raw(999), WcStatus::Unknown(999));
+    }
+
+    #[test]
+    fn completion_ok_and_error() {
+        let mut wc = WorkCompletion::default();
+        assert!(wc.ok().is_ok());
+        wc.status = WcStatus::RemAccessErr;
+        wc.wr_id = 7;
+        wc.qp_num = 0x11;
+        let e = wc.ok().unwrap_err().to_string();
+        assert!(
+            e.starts_with("work request 7 on QP 0x11 completed with REM_ACCESS_ERR"),
+            "{e}"
+        );
+        assert!(e.contains("rkey"), "{e}");
+    }
+
+    #[test]
+    fn imm_data_is_host_order() {
+        let mut raw = sys::ibv_wc {
+            wc_flags: sys::IBV_WC_WITH_IMM,
+            opcode: sys::IBV_WC_RECV,
+            __bindgen_anon_1: sys::ibv_wc__bindgen_ty_1 {
+                imm_data: 0x1234_5678u32.to_be(),
+            },
+            ..Default::default()
+        };
+        let wc = WorkCompletion::from_raw(&raw, 3);
+        assert_eq!(wc.imm_data, Some(0x1234_5678));
+        assert_eq!(wc.opcode, WcOpcode::Recv);
+        raw.wc_flags = 0;
+        assert_eq!(WorkCompletion::from_raw(&raw, 3).imm_data, None);
+    }
+}

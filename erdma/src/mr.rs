@@ -1,0 +1,848 @@
+//! Memory regions over memory the caller hands over (host buffers, safely)
+//! or vouches for (device memory, `unsafe`), and the local/remote slices that
+//! work requests name.
+//!
+//! Ownership rules that make misuse impossible in safe code:
+//! - a [`MemoryRegion`] owns its buffer: the memory cannot be freed, moved or
+//!   reallocated while registered;
+//! - every posted work request holds a share of the regions it names until
+//!   its completion is polled (or its QP is destroyed), so a region whose
+//!   requests are in flight is neither deregistered nor handed back, and its
+//!   contents are not reachable as a Rust slice ([`Error::Busy`]);
+//! - the region holds its protection domain, so it cannot outlive it.
+//!
+//! What no library can police: a peer given an rkey with remote write access
+//! may write at any time its protocol allows. Coordinate (a completion such
+//! as WRITE_WITH_IMM or a SEND after the WRITE) before reading such memory.
+
+use std::fmt;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use erdma_sys as sys;
+
+use crate::error::{Error, Result};
+use crate::ffi::{self, Ptr, optional_fn};
+use crate::pd::{PdInner, ProtectionDomain};
+
+/// Memory access rights of a region (`ibv_access_flags`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AccessFlags(u32);
+
+impl AccessFlags {
+    /// The NIC may write the memory (receives, READ and atomic results).
+    pub const LOCAL_WRITE: AccessFlags = AccessFlags(sys::IBV_ACCESS_LOCAL_WRITE);
+    /// Peers may RDMA WRITE it (needs LOCAL_WRITE).
+    pub const REMOTE_WRITE: AccessFlags = AccessFlags(sys::IBV_ACCESS_REMOTE_WRITE);
+    /// Peers may RDMA READ it.
+    pub const REMOTE_READ: AccessFlags = AccessFlags(sys::IBV_ACCESS_REMOTE_READ);
+    /// Peers may run atomics on it (needs LOCAL_WRITE).
+    pub const REMOTE_ATOMIC: AccessFlags = AccessFlags(sys::IBV_ACCESS_REMOTE_ATOMIC);
+    /// Relaxed PCIe ordering (optional: ignored by kernels without it).
+    pub const RELAXED_ORDERING: AccessFlags = AccessFlags(sys::IBV_ACCESS_RELAXED_ORDERING);
+    /// LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC.
+    pub const ALL: AccessFlags = AccessFlags(
+        sys::IBV_ACCESS_LOCAL_WRITE
+            | sys::IBV_ACCESS_REMOTE_WRITE
+            | sys::IBV_ACCESS_REMOTE_READ
+            | sys::IBV_ACCESS_REMOTE_ATOMIC,
+    );
+
+    /// No access beyond local reads (send sources only).
+    pub const fn empty() -> AccessFlags {
+        AccessFlags(0)
+    }
+    /// The raw flag bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    /// From raw bits (unknown bits are passed to the device as they are).
+    pub const fn from_bits(bits: u32) -> AccessFlags {
+        AccessFlags(bits)
+    }
+    /// Whether all flags of `other` are set.
+    pub const fn contains(self, other: AccessFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for AccessFlags {
+    type Output = AccessFlags;
+    fn bitor(self, rhs: AccessFlags) -> AccessFlags {
+        AccessFlags(self.0 | rhs.0)
+    }
+}
+
+impl std::ops::BitOrAssign for AccessFlags {
+    fn bitor_assign(&mut self, rhs: AccessFlags) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl fmt::Debug for AccessFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (AccessFlags::LOCAL_WRITE, "LOCAL_WRITE"),
+            (AccessFlags::REMOTE_WRITE, "REMOTE_WRITE"),
+            (AccessFlags::REMOTE_READ, "REMOTE_READ"),
+            (AccessFlags::REMOTE_ATOMIC, "REMOTE_ATOMIC"),
+            (AccessFlags::RELAXED_ORDERING, "RELAXED_ORDERING"),
+        ];
+        let mut rest = self.0;
+        let mut parts = Vec::new();
+        for (flag, name) in names {
+            if self.contains(flag) {
+                parts.push(name.to_string());
+                rest &= !flag.0;
+            }
+        }
+        if rest != 0 {
+            parts.push(format!("{rest:#x}"));
+        }
+        if parts.is_empty() {
+            parts.push("empty".into());
+        }
+        write!(f, "AccessFlags({})", parts.join(" | "))
+    }
+}
+
+/// Memory that can be registered: an address range that stays put while the
+/// value exists.
+///
+/// # Safety
+/// [`RegisterBuffer::raw_parts`] must return a range that stays valid (not
+/// freed, unmapped, moved or reallocated) for as long as the value lives and
+/// is not accessed other than through that pointer; moving the value must not
+/// move the memory (heap buffers qualify, arrays on the stack do not).
+pub unsafe trait RegisterBuffer: Send + Sync + 'static {
+    /// Address and length of the memory, called once at registration.
+    fn raw_parts(&mut self) -> (*mut u8, usize);
+}
+
+/// A [`RegisterBuffer`] in host memory the CPU may read and write as bytes.
+///
+/// # Safety
+/// The range of [`RegisterBuffer::raw_parts`] must be initialised host memory.
+pub unsafe trait HostMemory: RegisterBuffer {}
+
+// SAFETY: a Vec's heap buffer does not move when the Vec moves, and the
+// region never changes the Vec's length or capacity.
+unsafe impl RegisterBuffer for Vec<u8> {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        (self.as_mut_ptr(), self.len())
+    }
+}
+// SAFETY: initialised bytes.
+unsafe impl HostMemory for Vec<u8> {}
+
+// SAFETY: a boxed slice's heap buffer does not move when the box moves.
+unsafe impl RegisterBuffer for Box<[u8]> {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        (self.as_mut_ptr(), self.len())
+    }
+}
+// SAFETY: initialised bytes.
+unsafe impl HostMemory for Box<[u8]> {}
+
+// SAFETY: 'static memory exclusively borrowed for ever is never freed or moved.
+unsafe impl RegisterBuffer for &'static mut [u8] {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        (self.as_mut_ptr(), self.len())
+    }
+}
+// SAFETY: initialised bytes.
+unsafe impl HostMemory for &'static mut [u8] {}
+
+/// A zeroed, page-aligned (4096 B) heap buffer: the usual choice for
+/// registered memory (atomics need 8-byte-aligned targets; the NIC is
+/// fastest on page-aligned buffers).
+pub struct AlignedBuffer {
+    ptr: Ptr<u8>,
+    len: usize,
+}
+
+impl AlignedBuffer {
+    /// Page size used for the alignment.
+    pub const ALIGN: usize = 4096;
+
+    /// A zeroed buffer of `len` bytes; [`Error::InvalidArgument`] when the
+    /// allocation fails or `len` is absurd.
+    pub fn new(len: usize) -> Result<AlignedBuffer> {
+        if len == 0 {
+            return Ok(AlignedBuffer {
+                ptr: Ptr(std::ptr::NonNull::<u64>::dangling().as_ptr() as *mut u8),
+                len: 0,
+            });
+        }
+        let layout = std::alloc::Layout::from_size_align(len, Self::ALIGN).map_err(|_| {
+            Error::invalid("AlignedBuffer::new", format!("{len} bytes is too large"))
+        })?;
+        // SAFETY: layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::invalid(
+                "AlignedBuffer::new",
+                format!("cannot allocate {len} bytes"),
+            ));
+        }
+        Ok(AlignedBuffer { ptr: Ptr(ptr), len })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the length is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for AlignedBuffer {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: allocated in new() with this layout.
+            unsafe {
+                std::alloc::dealloc(
+                    self.ptr.0,
+                    std::alloc::Layout::from_size_align_unchecked(self.len, Self::ALIGN),
+                )
+            };
+        }
+    }
+}
+
+impl std::ops::Deref for AlignedBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid (or dangling with len 0) and initialised.
+        unsafe { std::slice::from_raw_parts(self.ptr.0, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.0, self.len) }
+    }
+}
+
+impl fmt::Debug for AlignedBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuffer")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+// SAFETY: the heap buffer does not move with the value.
+unsafe impl RegisterBuffer for AlignedBuffer {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        (self.ptr.0, self.len)
+    }
+}
+// SAFETY: zero-initialised bytes.
+unsafe impl HostMemory for AlignedBuffer {}
+
+/// Memory the library cannot see into (GPU memory, a mapped BAR): an address
+/// range the caller vouches for. Not readable as a Rust slice.
+#[derive(Debug)]
+pub struct RawBuffer {
+    ptr: Ptr<u8>,
+    len: usize,
+}
+
+impl RawBuffer {
+    /// Describes `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The range must be memory the device can register (host memory, or
+    /// device memory with its peer-memory module, e.g. `nvidia_peermem` for
+    /// a `cudaMalloc` pointer) and must stay allocated until the
+    /// [`MemoryRegion`] made from it is dropped and every request posted with
+    /// it has completed (or its QP is destroyed).
+    pub unsafe fn new(ptr: *mut u8, len: usize) -> RawBuffer {
+        RawBuffer { ptr: Ptr(ptr), len }
+    }
+}
+
+// SAFETY: the constructor's contract.
+unsafe impl RegisterBuffer for RawBuffer {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        (self.ptr.0, self.len)
+    }
+}
+
+/// A registered dma-buf (see [`ProtectionDomain::register_dmabuf`]).
+#[derive(Debug)]
+pub struct DmaBuf {
+    fd: std::os::fd::RawFd,
+    offset: u64,
+    iova: u64,
+    len: usize,
+}
+
+impl DmaBuf {
+    /// The dma-buf file descriptor it was registered from.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.fd
+    }
+    /// Offset in the dma-buf.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+// SAFETY: never registered through raw_parts (register_dmabuf builds it);
+// the range is the I/O virtual range the MR was created with.
+unsafe impl RegisterBuffer for DmaBuf {
+    fn raw_parts(&mut self) -> (*mut u8, usize) {
+        (self.iova as *mut u8, self.len)
+    }
+}
+
+/// Something a posted work request keeps alive until its completion.
+pub(crate) trait Lease: Send + Sync {}
+
+pub(crate) struct MrInner<B: RegisterBuffer> {
+    raw: Ptr<sys::ibv_mr>,
+    pd: Arc<PdInner>,
+    buf: Option<B>,
+    addr: u64,
+    len: usize,
+    lkey: u32,
+    rkey: u32,
+    access: AccessFlags,
+}
+
+impl<B: RegisterBuffer> Lease for MrInner<B> {}
+
+impl<B: RegisterBuffer> MrInner<B> {
+    /// Deregisters; on failure the buffer is leaked (the device may still
+    /// reach it), never freed.
+    fn deregister(&mut self) -> Result<()> {
+        if self.raw.0.is_null() {
+            return Ok(());
+        }
+        let raw = std::mem::replace(&mut self.raw, Ptr(std::ptr::null_mut()));
+        let rc = match ffi::verbs() {
+            // SAFETY: raw is our registered MR, deregistered once; no posted
+            // request holds it (they hold an Arc to this value).
+            Ok(lib) => unsafe { lib.ibv_dereg_mr(raw.0) },
+            Err(_) => libc::ENOSYS,
+        };
+        if rc != 0 {
+            std::mem::forget(self.buf.take());
+            return Error::check("ibv_dereg_mr", rc);
+        }
+        Ok(())
+    }
+}
+
+impl<B: RegisterBuffer> Drop for MrInner<B> {
+    fn drop(&mut self) {
+        let _ = self.deregister();
+    }
+}
+
+/// A registered memory region that owns its buffer `B`.
+pub struct MemoryRegion<B: RegisterBuffer = Vec<u8>> {
+    inner: Arc<MrInner<B>>,
+}
+
+impl<B: RegisterBuffer> fmt::Debug for MemoryRegion<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryRegion")
+            .field("addr", &format_args!("{:#x}", self.inner.addr))
+            .field("len", &self.inner.len)
+            .field("lkey", &format_args!("{:#x}", self.inner.lkey))
+            .field("rkey", &format_args!("{:#x}", self.inner.rkey))
+            .field("access", &self.inner.access)
+            .finish()
+    }
+}
+
+impl<B: RegisterBuffer> MemoryRegion<B> {
+    pub(crate) fn register(
+        pd: &ProtectionDomain,
+        mut buffer: B,
+        access: AccessFlags,
+    ) -> Result<Self> {
+        let (ptr, len) = buffer.raw_parts();
+        if len == 0 {
+            return Err(Error::invalid(
+                "ibv_reg_mr",
+                "cannot register an empty buffer",
+            ));
+        }
+        check_access("ibv_reg_mr", access)?;
+        ffi::verbs()?;
+        // SAFETY: RegisterBuffer guarantees ptr..ptr+len stays valid while
+        // `buffer` lives, and the region keeps it until after deregistration.
+        let mr = unsafe { sys::inline::ibv_reg_mr(pd.as_raw(), ptr.cast(), len, access.bits()) };
+        if mr.is_null() {
+            return Err(Error::last_os("ibv_reg_mr"));
+        }
+        Ok(Self::wrap(pd, mr, Some(buffer), ptr as u64, len, access))
+    }
+
+    fn wrap(
+        pd: &ProtectionDomain,
+        mr: *mut sys::ibv_mr,
+        buf: Option<B>,
+        addr: u64,
+        len: usize,
+        access: AccessFlags,
+    ) -> Self {
+        // SAFETY: mr is a freshly registered, live ibv_mr.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        MemoryRegion {
+            inner: Arc::new(MrInner {
+                raw: Ptr(mr),
+                pd: pd.inner.clone(),
+                buf,
+                addr,
+                len,
+                lkey,
+                rkey,
+                access,
+            }),
+        }
+    }
+
+    /// Local key (for scatter/gather entries).
+    pub fn lkey(&self) -> u32 {
+        self.inner.lkey
+    }
+
+    /// Remote key (what a peer needs to access the region).
+    pub fn rkey(&self) -> u32 {
+        self.inner.rkey
+    }
+
+    /// Start address (the I/O virtual address peers use).
+    pub fn addr(&self) -> u64 {
+        self.inner.addr
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the region is empty (never: empty buffers are refused).
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// Access rights it was registered with.
+    pub fn access(&self) -> AccessFlags {
+        self.inner.access
+    }
+
+    /// How many posted work requests still use the region.
+    pub fn in_flight(&self) -> usize {
+        Arc::strong_count(&self.inner) - 1
+    }
+
+    /// The raw `ibv_mr`, valid while the region lives.
+    pub fn as_raw(&self) -> *mut sys::ibv_mr {
+        self.inner.raw.0
+    }
+
+    /// The whole region, as the descriptor a peer needs for RDMA READ/WRITE
+    /// and atomics (send it in an [`crate::Endpoint`]).
+    pub fn remote(&self) -> RemoteBuffer {
+        RemoteBuffer {
+            addr: self.inner.addr,
+            rkey: self.inner.rkey,
+            len: self.inner.len as u64,
+        }
+    }
+
+    /// The whole region as a local scatter/gather entry.
+    pub fn all(&self) -> LocalSlice<'_> {
+        LocalSlice {
+            mr: self,
+            offset: 0,
+            len: self.inner.len,
+        }
+    }
+
+    /// A byte range of the region as a local scatter/gather entry;
+    /// [`Error::InvalidArgument`] when it is outside the region.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<LocalSlice<'_>> {
+        let (offset, len) = resolve_range(&range, self.inner.len).ok_or_else(|| {
+            Error::invalid(
+                "MemoryRegion::slice",
+                format!(
+                    "range {} outside the {}-byte region",
+                    range_text(&range),
+                    self.inner.len
+                ),
+            )
+        })?;
+        Ok(LocalSlice {
+            mr: self,
+            offset,
+            len,
+        })
+    }
+
+    /// Deregisters and hands the buffer back; `Err(self)` while posted
+    /// requests still use the region (poll their completions first), or with
+    /// the region deregistered but the buffer leaked if deregistration failed.
+    pub fn into_inner(self) -> std::result::Result<B, (Self, Error)> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => match inner.deregister() {
+                Ok(()) => inner.buf.take().ok_or_else(|| {
+                    let e = Error::invalid("MemoryRegion::into_inner", "the buffer is gone");
+                    (
+                        MemoryRegion {
+                            inner: Arc::new(inner),
+                        },
+                        e,
+                    )
+                }),
+                Err(e) => Err((
+                    MemoryRegion {
+                        inner: Arc::new(inner),
+                    },
+                    e,
+                )),
+            },
+            Err(inner) => {
+                let n = Arc::strong_count(&inner) - 1;
+                Err((
+                    MemoryRegion { inner },
+                    Error::Busy {
+                        what: "memory region",
+                        in_flight: n,
+                    },
+                ))
+            }
+        }
+    }
+
+    pub(crate) fn lease(&self) -> Arc<dyn Lease> {
+        self.inner.clone()
+    }
+
+    pub(crate) fn pd_raw(&self) -> *mut sys::ibv_pd {
+        self.inner.pd.raw.0
+    }
+}
+
+impl<B: HostMemory> MemoryRegion<B> {
+    /// The bytes, when no posted request uses the region (else
+    /// [`Error::Busy`]). `&mut self` guarantees nothing is posted with it
+    /// meanwhile.
+    pub fn as_slice(&mut self) -> Result<&[u8]> {
+        self.check_idle()?;
+        // SAFETY: host memory of len bytes (HostMemory), registered and owned
+        // by the region; no request uses it (checked) and none can be posted
+        // while the returned borrow of self lives.
+        Ok(unsafe { std::slice::from_raw_parts(self.inner.addr as *const u8, self.inner.len) })
+    }
+
+    /// The bytes, writable, when no posted request uses the region (else
+    /// [`Error::Busy`]).
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        self.check_idle()?;
+        // SAFETY: as in as_slice; &mut self is exclusive.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.inner.addr as *mut u8, self.inner.len) })
+    }
+
+    fn check_idle(&self) -> Result<()> {
+        match self.in_flight() {
+            0 => Ok(()),
+            n => Err(Error::Busy {
+                what: "memory region",
+                in_flight: n,
+            }),
+        }
+    }
+}
+
+impl MemoryRegion<DmaBuf> {
+    /// # Safety
+    /// See [`ProtectionDomain::register_dmabuf`].
+    pub(crate) unsafe fn register_dmabuf(
+        pd: &ProtectionDomain,
+        fd: std::os::fd::RawFd,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Self> {
+        if len == 0 {
+            return Err(Error::invalid(
+                "ibv_reg_dmabuf_mr",
+                "cannot register an empty range",
+            ));
+        }
+        check_access("ibv_reg_dmabuf_mr", access)?;
+        let lib = ffi::verbs()?;
+        let f = optional_fn!(lib, ibv_reg_dmabuf_mr);
+        // SAFETY: the caller's contract on fd and the range.
+        let mr = unsafe { f(pd.as_raw(), offset, len, iova, fd, access.bits() as i32) };
+        if mr.is_null() {
+            let e = Error::last_os("ibv_reg_dmabuf_mr");
+            if matches!(e.errno(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) {
+                return Err(Error::Unsupported {
+                    feature: "dma-buf memory registration (ibv_reg_dmabuf_mr)".into(),
+                    device: Some(pd.context().name().to_owned()),
+                    hint: Some(
+                        "register device memory with ibv_reg_mr (erdma::RawBuffer) and a peer-memory module \
+                         such as nvidia_peermem"
+                            .into(),
+                    ),
+                });
+            }
+            return Err(e);
+        }
+        let buf = DmaBuf {
+            fd,
+            offset,
+            iova,
+            len,
+        };
+        Ok(Self::wrap(pd, mr, Some(buf), iova, len, access))
+    }
+}
+
+fn check_access(verb: &'static str, access: AccessFlags) -> Result<()> {
+    let needs_local_write = AccessFlags::REMOTE_WRITE.bits() | AccessFlags::REMOTE_ATOMIC.bits();
+    if access.bits() & needs_local_write != 0 && !access.contains(AccessFlags::LOCAL_WRITE) {
+        return Err(Error::invalid(
+            verb,
+            format!("{access:?}: REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE"),
+        ));
+    }
+    Ok(())
+}
+
+/// (offset, len) of a range within `total` bytes, or `None` when outside.
+pub(crate) fn resolve_range(
+    range: &impl RangeBounds<usize>,
+    total: usize,
+) -> Option<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(s) => *s,
+        Bound::Excluded(s) => s.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(e) => e.checked_add(1)?,
+        Bound::Excluded(e) => *e,
+        Bound::Unbounded => total,
+    };
+    (start <= end && end <= total).then(|| (start, end - start))
+}
+
+fn range_text(range: &impl RangeBounds<usize>) -> String {
+    let s = match range.start_bound() {
+        Bound::Included(s) => s.to_string(),
+        Bound::Excluded(s) => format!("{s}+1"),
+        Bound::Unbounded => String::new(),
+    };
+    let e = match range.end_bound() {
+        Bound::Included(e) => format!("={e}"),
+        Bound::Excluded(e) => e.to_string(),
+        Bound::Unbounded => String::new(),
+    };
+    format!("{s}..{e}")
+}
+
+/// What a work request needs from a region, object-safe.
+pub(crate) trait LocalMemory: Sync {
+    fn lease(&self) -> Arc<dyn Lease>;
+    fn lkey(&self) -> u32;
+    fn addr(&self) -> u64;
+    fn access(&self) -> AccessFlags;
+    fn pd_raw(&self) -> *mut sys::ibv_pd;
+}
+
+impl<B: RegisterBuffer> LocalMemory for MemoryRegion<B> {
+    fn lease(&self) -> Arc<dyn Lease> {
+        MemoryRegion::lease(self)
+    }
+    fn lkey(&self) -> u32 {
+        self.inner.lkey
+    }
+    fn addr(&self) -> u64 {
+        self.inner.addr
+    }
+    fn access(&self) -> AccessFlags {
+        self.inner.access
+    }
+    fn pd_raw(&self) -> *mut sys::ibv_pd {
+        MemoryRegion::pd_raw(self)
+    }
+}
+
+/// A byte range of a local memory region: one scatter/gather entry of a
+/// work request. Borrows the region, so the region cannot be mutated or
+/// handed back while the slice exists; posting turns the borrow into a share
+/// held until the completion is polled.
+#[derive(Clone, Copy)]
+pub struct LocalSlice<'a> {
+    mr: &'a dyn LocalMemory,
+    offset: usize,
+    len: usize,
+}
+
+impl fmt::Debug for LocalSlice<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalSlice")
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .field("lkey", &format_args!("{:#x}", self.mr.lkey()))
+            .finish()
+    }
+}
+
+impl<'a> LocalSlice<'a> {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the slice is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Start address.
+    pub fn addr(&self) -> u64 {
+        self.mr.addr() + self.offset as u64
+    }
+    pub(crate) fn memory(&self) -> &'a dyn LocalMemory {
+        self.mr
+    }
+    /// The `ibv_sge` for this slice; `None` when longer than 4 GiB - 1.
+    pub(crate) fn sge(&self) -> Option<sys::ibv_sge> {
+        Some(sys::ibv_sge {
+            addr: self.addr(),
+            length: u32::try_from(self.len).ok()?,
+            lkey: self.mr.lkey(),
+        })
+    }
+}
+
+/// A peer's memory: address, length and rkey, as [`MemoryRegion::remote`]
+/// describes it. Serializable, to be sent to the peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct RemoteBuffer {
+    /// Start address (I/O virtual address of the peer's region).
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+impl RemoteBuffer {
+    /// Encoded size of [`RemoteBuffer::to_bytes`].
+    pub const ENCODED_LEN: usize = 20;
+
+    /// A byte range of it; [`Error::InvalidArgument`] when outside.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<RemoteBuffer> {
+        let total = usize::try_from(self.len).unwrap_or(usize::MAX);
+        let (offset, len) = resolve_range(&range, total).ok_or_else(|| {
+            Error::invalid(
+                "RemoteBuffer::slice",
+                format!(
+                    "range {} outside the {}-byte remote buffer",
+                    range_text(&range),
+                    self.len
+                ),
+            )
+        })?;
+        Ok(RemoteBuffer {
+            addr: self.addr.wrapping_add(offset as u64),
+            rkey: self.rkey,
+            len: len as u64,
+        })
+    }
+
+    /// 20 bytes (addr, rkey, len; big-endian), for RDMA CM private data.
+    pub fn to_bytes(&self) -> [u8; Self::ENCODED_LEN] {
+        let mut b = [0u8; Self::ENCODED_LEN];
+        b[..8].copy_from_slice(&self.addr.to_be_bytes());
+        b[8..12].copy_from_slice(&self.rkey.to_be_bytes());
+        b[12..].copy_from_slice(&self.len.to_be_bytes());
+        b
+    }
+
+    /// Decodes [`RemoteBuffer::to_bytes`] (longer input, e.g. padded private
+    /// data, is fine); `None` when too short.
+    pub fn from_bytes(b: &[u8]) -> Option<RemoteBuffer> {
+        if b.len() < Self::ENCODED_LEN {
+            return None;
+        }
+        Some(RemoteBuffer {
+            addr: u64::from_be_bytes(b[..8].try_into().ok()?),
+            rkey: u32::from_be_bytes(b[8..12].try_into().ok()?),
+            len: u64::from_be_bytes(b[12..20].try_into().ok()?),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(resolve_range(&(..), 10), Some((0, 10)));
+        assert_eq!(resolve_range(&(2..5), 10), Some((2, 3)));
+        assert_eq!(resolve_range(&(2..=5), 10), Some((2, 4)));
+        assert_eq!(resolve_range(&(10..), 10), Some((10, 0)));
+        #[allow(clippy::reversed_empty_ranges)]
+        let backwards = 5..2;
+        assert_eq!(resolve_range(&backwards, 10), None);
+        assert_eq!(resolve_range(&(0..11), 10), None);
+        assert_eq!(resolve_range(&(0..=usize::MAX), 10), None);
+        assert_eq!(range_text(&(1..=3)), "1..=3");
+    }
+
+    #[test]
+    fn remote_buffer_bytes_and_slices() {
+        let r = RemoteBuffer {
+            addr: 0x1000,
+            rkey: 0xabcd,
+            len: 64,
+        };
+        let mut padded = r.to_bytes().to_vec();
+        padded.extend_from_slice(&[0; 36]);
+        assert_eq!(RemoteBuffer::from_bytes(&padded), Some(r));
+        assert_eq!(RemoteBuffer::from_bytes(&[1, 2, 3]), None);
+        let s = r.slice(8..16).unwrap();
+        assert_eq!((s.addr, s.len, s.rkey), (0x1008, 8, 0xabcd));
+        assert!(r.slice(60..70).is_err());
+        let j = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<RemoteBuffer>(&j).unwrap(), r);
+    }
+
+    #[test]
+    fn access_flags() {
+        let a = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ;
+        assert!(a.contains(AccessFlags::LOCAL_WRITE));
+        assert!(!a.contains(AccessFlags::REMOTE_WRITE));
+        assert_eq!(format!("{a:?}"), "AccessFlags(LOCAL_WRITE | REMOTE_READ)");
+        assert!(check_access("x", AccessFlags::REMOTE_WRITE).is_err());
+        assert!(check_access("x", AccessFlags::ALL).is_ok());
+        assert!(check_access("x", AccessFlags::REMOTE_READ).is_ok());
+    }
+
+    #[test]
+    fn aligned_buffer() {
+        let mut b = AlignedBuffer::new(10000).unwrap();
+        assert_eq!(b.as_ptr() as usize % 4096, 0);
+        assert!(b.iter().all(|x| *x == 0));
+        b[9999] = 7;
+        assert_eq!(b[9999], 7);
+        assert!(AlignedBuffer::new(0).unwrap().is_empty());
+        assert!(AlignedBuffer::new(usize::MAX - 10).is_err());
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs inside the VM (started by rig/vm.sh): set up the RDMA devices, then run
+# the command with the rig's environment. Argument: the per-run env file.
+source "$1"
+read -r T_GUEST _ </proc/uptime
+if ! SIW=$SIW SIWKO=$SIWKO MTU=$MTU bash -e "$(dirname "$0")/setup-rdma.sh" >/tmp/rig-setup.log 2>&1; then
+  echo "[rig] guest RDMA setup failed:" >&2; cat /tmp/rig-setup.log >&2; exit 125
+fi
+gid_index() {  # gid_index DEV IPV4-HEX-SUFFIX: index of ::ffff:<ip> in DEV's GID table
+  local g v
+  for g in /sys/class/infiniband/$1/ports/1/gids/*; do
+    read -r v <"$g" 2>/dev/null || continue
+    if [[ $v == 0000:0000:0000:0000:0000:ffff:$2 ]]; then echo "${g##*/}"; return; fi
+  done
+}
+export ERDMA_RIG=1 ERDMA_RIG_RXE="rxe0 rxe1" ERDMA_RIG_RXE_IP0=10.99.0.1 ERDMA_RIG_RXE_IP1=10.99.0.2
+ERDMA_RIG_RXE_GID_INDEX=$(gid_index rxe0 0a63:0001); export ERDMA_RIG_RXE_GID_INDEX
+if [[ $SIW == 1 ]]; then
+  export ERDMA_RIG_SIW="siw0 siw1" ERDMA_RIG_SIW_IP0=10.99.1.1 ERDMA_RIG_SIW_IP1=10.99.1.2
+else
+  export ERDMA_RIG_SIW=""
+fi
+if [[ $VERBOSE == 1 ]]; then
+  read -r T_SETUP _ </proc/uptime
+  echo "[rig] guest $(uname -r): uptime ${T_GUEST}s at start, ${T_SETUP}s after RDMA setup; devices: $(ls /sys/class/infiniband | tr '\n' ' ')" >&2
+fi
+cd "$HOST_PWD" 2>/dev/null || cd /
+exec "${CMD[@]}"
