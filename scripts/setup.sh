@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# setup.sh - install what erdma-rs needs to build and test on Debian/Ubuntu.
+#
+# Installs (apt): rdma-core headers and tools (libibverbs-dev, librdmacm-dev,
+# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI, and
+# what the test rig (rig/) needs to boot a VM with a real kernel RDMA stack.
+# Idempotent: packages already present are skipped. Needs root (or sudo).
+# Also installs the Rust toolchain with rustup if cargo is missing.
+#
+# usage: scripts/setup.sh [--no-rig]
+# exit status: 0 ok, 1 an install step failed (the log path is printed).
+set -euo pipefail
+RIG=1
+[[ ${1:-} == --no-rig ]] && RIG=0
+
+PKGS=(build-essential pkg-config git curl ca-certificates
+      rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest rdmacm-utils
+      libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv)
+if [[ $RIG == 1 ]]; then
+  PKGS+=(qemu-system-x86 linux-image-amd64 file binutils)
+fi
+
+SUDO=
+[[ $(id -u) == 0 ]] || SUDO=sudo
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  log=/tmp/erdma-setup-apt.log
+  echo "[setup] apt-get install ${missing[*]}" >&2
+  if ! { $SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    echo "[setup] error: apt-get install failed, see $log" >&2
+    tail -20 "$log" >&2
+    exit 1
+  fi
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "[setup] installing Rust with rustup" >&2
+  curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy >/tmp/erdma-setup-rustup.log 2>&1 \
+    || { echo "[setup] error: rustup failed, see /tmp/erdma-setup-rustup.log" >&2; exit 1; }
+  # shellcheck disable=SC1091
+  source "$HOME/.cargo/env"
+fi
+for c in rustfmt clippy; do
+  rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
+done
+echo "[setup] ok: $(cargo --version), $(mpirun --version 2>/dev/null | head -1), rdma-core $(dpkg-query -W -f='${Version}' rdma-core)" >&2
