@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds, on the build machine, what check-all-reduce-perf.sh and
-# compare-nccl-tests.sh run on a GPU machine: the release *_perf binaries
+# Builds, on the build machine, what check-all-reduce-perf.sh,
+# compare-nccl-tests.sh and multi-gpu.sh run on a GPU machine: the release *_perf binaries
 # (NCCL and CUDA are loaded at run time, so nothing GPU-related is needed
 # here) and the scripts, copied into DIR.
 #   scripts/gpu/build-nccltests.sh DIR
@@ -17,7 +17,7 @@ for b in "${bins[@]}"; do
   # Line tables make each binary ~7 MB; what travels to the GPU machine is capped.
   strip --strip-debug "$DIR/$b"
 done
-cp scripts/gpu/check-all-reduce-perf.sh scripts/gpu/compare-nccl-tests.sh \
+cp scripts/gpu/check-all-reduce-perf.sh scripts/gpu/compare-nccl-tests.sh scripts/gpu/multi-gpu.sh \
   scripts/gpu/nccltests_report.py "$DIR/"
 # The GPU machine must not need a newer glibc than 2.34.
 newest=$(for b in "${bins[@]}"; do objdump -T "$DIR/$b"; done |

@@ -16,6 +16,10 @@ one parser - and checks or compares them.
       table, then each tool's run-to-run spread below and from --split (16 MiB)
       with the overall ratio and its uncertainty; exits 1 when a size is
       outside the bound.
+  nccltests_report.py busbw LABEL=REPORT ... [--placement oop|ip]
+      Bus bandwidth (GB/s) per size, one column per report, as a Markdown
+      table, and each report's "Avg bus bandwidth" as the last row. Missing
+      files or sizes show as "-" (a failed run still gets its column).
 
 Exit status: 0 good, 1 a check failed, 2 unreadable input.
 """
@@ -169,7 +173,7 @@ def cmd_compare(a):
         runs = []
         for path in paths:
             rows = parse(open(path, errors="replace").read())
-            runs.append({(r["size"], r["type"], r["redop"]): r for r in rows})
+            runs.append({(r["size"], r["type"], r["redop"], r["root"]): r for r in rows})
         return runs
 
     theirs, ours = load(a.theirs), load(a.ours)
@@ -209,6 +213,36 @@ def cmd_compare(a):
     out += run_levels(theirs, ours, large, f"sizes from {a.split} B")
     print("\n".join(out))
     return 1 if failed else 0
+
+
+def cmd_busbw(a):
+    cols = []
+    for spec in a.reports:
+        label, _, path = spec.partition("=")
+        if not path:
+            print(f"busbw: expected LABEL=REPORT, got {spec!r}")
+            return 2
+        try:
+            text = open(path, errors="replace").read()
+            rows, avg = parse(text), footer(text)[1]
+        except (OSError, ValueError):
+            rows, avg = [], None
+        # The first row of each size (a -d/-o/-r sweep has several).
+        per_size = {}
+        for r in rows:
+            per_size.setdefault(r["size"], r[a.placement]["busbw"])
+        cols.append((label, per_size, avg))
+    sizes = sorted(set().union(*[c[1].keys() for c in cols])) if cols else []
+    name = "out-of-place" if a.placement == "oop" else "in-place"
+    print(f"{name} busbw (GB/s)")
+    print("")
+    print("| size (B) | " + " | ".join(c[0] for c in cols) + " |")
+    print("|---:|" + "---:|" * len(cols))
+    for s in sizes:
+        cells = [f"{c[1][s]:.2f}" if s in c[1] else "-" for c in cols]
+        print(f"| {s} | " + " | ".join(cells) + " |")
+    print("| avg | " + " | ".join(c[2] or "-" for c in cols) + " |")
+    return 0
 
 
 def run_levels(theirs, ours, keys, what):
@@ -259,9 +293,13 @@ def main():
     m.add_argument("--bound", type=float, default=0.02)
     m.add_argument("--split", type=int, default=16 << 20,
                    help="run levels are given below and from this size (bytes)")
+    b = sub.add_parser("busbw")
+    b.add_argument("reports", nargs="+", metavar="LABEL=REPORT")
+    b.add_argument("--placement", choices=["oop", "ip"], default="oop")
     a = ap.parse_args()
     try:
-        return cmd_check(a) if a.cmd == "check" else cmd_compare(a)
+        cmds = {"check": cmd_check, "compare": cmd_compare, "busbw": cmd_busbw}
+        return cmds[a.cmd](a)
     except OSError as e:
         print(f"cannot read: {e}")
         return 2
