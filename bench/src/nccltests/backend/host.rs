@@ -11,9 +11,10 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::hostcoll::{self, input_bytes, output_bytes};
+use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, BufRef, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
 use crate::nccltests::bootstrap::Bootstrap;
 use crate::nccltests::colls::Target;
@@ -181,7 +182,7 @@ impl Backend for HostBackend {
                     locals,
                     capturing: false,
                     graph: Vec::new(),
-                    events: Vec::new(),
+                    events: HostEvents::default(),
                     timeout: self.timeout,
                 }) as Box<dyn Ranks>)
             })
@@ -333,25 +334,14 @@ pub struct HostRanks {
     locals: Vec<usize>,
     capturing: bool,
     graph: Vec<(usize, CollCall)>,
-    events: Vec<Instant>,
+    events: HostEvents,
     timeout: Option<Duration>,
 }
 
 impl HostRanks {
     fn wait_all(&mut self) -> TestResult<()> {
-        let start = Instant::now();
-        loop {
-            if self.poll()? == Poll::Done {
-                return Ok(());
-            }
-            if self.timeout.is_some_and(|t| start.elapsed() > t) {
-                return Err(TestError::Timeout {
-                    secs: self.timeout.map_or(0, |t| t.as_secs() as i32),
-                    detail: "waiting for an event".into(),
-                });
-            }
-            std::thread::yield_now();
-        }
+        let timeout = self.timeout;
+        wait_done(self, timeout, |_| "waiting for an event".into())
     }
 }
 
@@ -435,17 +425,11 @@ impl Ranks for HostRanks {
     /// (a stream event's semantics), so recording waits for completion.
     fn record_event(&mut self, slot: usize) -> TestResult<()> {
         self.wait_all()?;
-        if self.events.len() <= slot {
-            self.events.resize(slot + 1, Instant::now());
-        }
-        self.events[slot] = Instant::now();
+        self.events.stamp(slot);
         Ok(())
     }
     fn event_elapsed_ms(&mut self, _i: usize, a: usize, b: usize) -> TestResult<f32> {
-        let (Some(ta), Some(tb)) = (self.events.get(a), self.events.get(b)) else {
-            return Err(TestError::Internal("event not recorded".into()));
-        };
-        Ok(tb.saturating_duration_since(*ta).as_secs_f64() as f32 * 1e3)
+        self.events.elapsed_ms(a, b)
     }
     fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
         Some((HOST_MEM - self.shared.used_bytes(), HOST_MEM))

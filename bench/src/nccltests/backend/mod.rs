@@ -42,6 +42,7 @@
 
 pub mod host;
 mod hostcoll;
+mod hostevents;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod nccl;

@@ -12,11 +12,12 @@
 //! bindings.
 
 use std::os::raw::{c_int, c_void};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpi::ffi;
 
 use super::hostcoll::{self, input_bytes, pre};
+use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
 use crate::nccltests::bootstrap::{Bootstrap, mpi::lock};
 use crate::nccltests::colls::{CollKind, Target};
@@ -123,7 +124,7 @@ impl Backend for MpiBackend {
             used_scratch: 0,
             capturing: false,
             graph: Vec::new(),
-            events: Vec::new(),
+            events: HostEvents::default(),
             timeout: self.timeout,
         })])
     }
@@ -150,7 +151,7 @@ pub struct MpiRanks {
     used_scratch: usize,
     capturing: bool,
     graph: Vec<CollCall>,
-    events: Vec<Instant>,
+    events: HostEvents,
     timeout: Option<Duration>,
 }
 
@@ -468,21 +469,14 @@ impl MpiRanks {
     }
 
     fn wait_all(&mut self) -> TestResult<()> {
-        let start = Instant::now();
-        while self.poll()? != Poll::Done {
-            if self.timeout.is_some_and(|t| start.elapsed() > t) {
-                return Err(TestError::Timeout {
-                    secs: self.timeout.map_or(0, |t| t.as_secs() as i32),
-                    detail: format!(
-                        "rank {} (pid {}) did not complete an MPI exchange",
-                        self.rank,
-                        std::process::id()
-                    ),
-                });
-            }
-            std::thread::yield_now();
-        }
-        Ok(())
+        let timeout = self.timeout;
+        wait_done(self, timeout, |r| {
+            format!(
+                "rank {} (pid {}) did not complete an MPI exchange",
+                r.rank,
+                std::process::id()
+            )
+        })
     }
 
     fn finish_posts(&mut self) {
@@ -600,19 +594,11 @@ impl Ranks for MpiRanks {
     }
     fn record_event(&mut self, slot: usize) -> TestResult<()> {
         self.wait_all()?;
-        if self.events.len() <= slot {
-            self.events.resize(slot + 1, Instant::now());
-        }
-        self.events[slot] = Instant::now();
+        self.events.stamp(slot);
         Ok(())
     }
     fn event_elapsed_ms(&mut self, _i: usize, a: usize, b: usize) -> TestResult<f32> {
-        match (self.events.get(a), self.events.get(b)) {
-            (Some(ta), Some(tb)) => {
-                Ok(tb.saturating_duration_since(*ta).as_secs_f64() as f32 * 1e3)
-            }
-            _ => Err(TestError::Internal("event not recorded".into())),
-        }
+        self.events.elapsed_ms(a, b)
     }
     fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
         let total = 1u64 << 60;
