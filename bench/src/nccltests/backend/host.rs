@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::hostcoll::{self, input_bytes, output_bytes};
+use super::hostcoll::{self, input_bytes, output_bytes, range_err};
 use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, BufRef, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
 use crate::nccltests::bootstrap::Bootstrap;
@@ -75,17 +75,6 @@ struct Shared {
     nranks: usize,
     mem: Vec<Mutex<Mem>>,
     queue: Mutex<Queue>,
-}
-
-fn range_err(what: &str, off: usize, len: usize, size: usize) -> TestError {
-    TestError::comm(
-        "host",
-        what,
-        format!(
-            "invalid argument: bytes {off}..{} outside a {size}-byte buffer",
-            off + len
-        ),
-    )
 }
 
 impl HostBackend {
@@ -259,16 +248,7 @@ impl Shared {
                 "invalid usage: ranks issued different collectives",
             ));
         }
-        if hostcoll::is_rooted(c0.kind) && !(0..self.nranks as i32).contains(&c0.root) {
-            return Err(TestError::comm(
-                "host",
-                "collective",
-                format!(
-                    "invalid argument: root {} is not a rank (0..{})",
-                    c0.root, self.nranks
-                ),
-            ));
-        }
+        hostcoll::check_root("host", c0.kind, c0.root, self.nranks)?;
         let ws = c0.dtype.size();
         let in_len = input_bytes(c0.kind, c0.count, ws, self.nranks);
         let mut mine = vec![0u8; in_len * calls.len()];
@@ -311,7 +291,7 @@ impl Shared {
         let b = m.buf(at.buf);
         let src = b
             .get(at.offset..at.offset + out.len())
-            .ok_or_else(|| range_err("send", at.offset, out.len(), b.len()))?;
+            .ok_or_else(|| range_err("host", "send", at.offset, out.len(), b.len()))?;
         out.copy_from_slice(src);
         Ok(())
     }
@@ -322,7 +302,7 @@ impl Shared {
         let len = b.len();
         let dst = b
             .get_mut(at.offset..at.offset + data.len())
-            .ok_or_else(|| range_err("recv", at.offset, data.len(), len))?;
+            .ok_or_else(|| range_err("host", "recv", at.offset, data.len(), len))?;
         dst.copy_from_slice(data);
         Ok(())
     }

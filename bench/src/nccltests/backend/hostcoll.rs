@@ -1,7 +1,9 @@
 //! Collective semantics computed on the host from every rank's input: the
-//! reference the host backend executes (and tests compare against).
+//! reference the host backend executes (and tests compare against), and
+//! the argument checks the host-memory backends (host, mpi) share.
 
 use crate::nccltests::colls::CollKind;
+use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::types::{DataType, RedOp};
 use crate::nccltests::verifiable::{avg_pre_op, combine, post_op, pre_op};
 
@@ -28,6 +30,31 @@ pub fn is_rooted(kind: CollKind) -> bool {
     matches!(
         kind,
         CollKind::Broadcast | CollKind::Reduce | CollKind::Gather | CollKind::Scatter
+    )
+}
+
+/// `Ok` unless `kind` takes a root and `root` is not a rank; the error is
+/// `lib`'s (the backend's) failure of the collective.
+pub fn check_root(lib: &'static str, kind: CollKind, root: i32, nranks: usize) -> TestResult<()> {
+    if is_rooted(kind) && !(0..nranks as i32).contains(&root) {
+        return Err(TestError::comm(
+            lib,
+            "collective",
+            format!("invalid argument: root {root} is not a rank (0..{nranks})"),
+        ));
+    }
+    Ok(())
+}
+
+/// `lib`'s failure for bytes `off..off + len` outside a `size`-byte buffer.
+pub fn range_err(lib: &'static str, what: &str, off: usize, len: usize, size: usize) -> TestError {
+    TestError::comm(
+        lib,
+        what,
+        format!(
+            "invalid argument: bytes {off}..{} outside a {size}-byte buffer",
+            off + len
+        ),
     )
 }
 
@@ -140,6 +167,25 @@ mod tests {
                 .iter()
                 .flat_map(|v| v.to_le_bytes())
                 .collect::<Vec<u8>>()
+        );
+    }
+
+    #[test]
+    fn argument_checks_name_the_backend() {
+        assert!(check_root("MPI", CollKind::AllReduce, -1, 2).is_ok());
+        assert!(check_root("MPI", CollKind::Gather, 1, 2).is_ok());
+        assert!(check_root("host", CollKind::Reduce, -1, 2).is_err());
+        let e = check_root("MPI", CollKind::Broadcast, 2, 2).unwrap_err();
+        assert!(
+            matches!(&e, TestError::Comm { lib: "MPI", call, msg }
+                if call == "collective" && msg == "invalid argument: root 2 is not a rank (0..2)"),
+            "{e:?}"
+        );
+        let e = range_err("host", "send", 8, 16, 20);
+        assert!(
+            matches!(&e, TestError::Comm { lib: "host", call, msg }
+                if call == "send" && msg == "invalid argument: bytes 8..24 outside a 20-byte buffer"),
+            "{e:?}"
         );
     }
 

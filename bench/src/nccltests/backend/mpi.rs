@@ -19,7 +19,8 @@ use mpi::ffi;
 use super::hostcoll::{self, input_bytes, pre};
 use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
-use crate::nccltests::bootstrap::{Bootstrap, mpi::lock};
+use crate::nccltests::bootstrap::Bootstrap;
+use crate::nccltests::bootstrap::mpi::{check, lock};
 use crate::nccltests::colls::{CollKind, Target};
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::options::Options;
@@ -31,14 +32,6 @@ pub struct MpiBackend {
     rank: usize,
     size: usize,
     timeout: Option<Duration>,
-}
-
-fn check(rc: c_int, call: &str) -> TestResult<()> {
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(TestError::comm("MPI", call, format!("error code {rc}")))
-    }
 }
 
 impl MpiBackend {
@@ -220,14 +213,12 @@ impl MpiRanks {
             &mut self.recv
         };
         if offset.checked_add(len).is_none_or(|end| end > b.len()) {
-            return Err(TestError::comm(
+            return Err(hostcoll::range_err(
                 "MPI",
                 "collective",
-                format!(
-                    "invalid argument: bytes {offset}..{} outside a {}-byte buffer",
-                    offset + len,
-                    b.len()
-                ),
+                offset,
+                len,
+                b.len(),
             ));
         }
         // SAFETY: offset + len <= b.len(), checked above.
@@ -285,16 +276,7 @@ impl MpiRanks {
         let n = self.size;
         let count = c_int::try_from(call.count)
             .map_err(|_| TestError::comm("MPI", "collective", "count exceeds MPI's int range"))?;
-        if hostcoll::is_rooted(call.kind) && !(0..n as i32).contains(&call.root) {
-            return Err(TestError::comm(
-                "MPI",
-                "collective",
-                format!(
-                    "invalid argument: root {} is not a rank (0..{n})",
-                    call.root
-                ),
-            ));
-        }
+        hostcoll::check_root("MPI", call.kind, call.root, n)?;
         let in_len = input_bytes(call.kind, call.count, ws, n);
         let out_len = hostcoll::output_bytes(call.kind, call.count, ws, n);
         let aliased = call.send.buf == call.recv.buf

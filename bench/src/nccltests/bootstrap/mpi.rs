@@ -35,7 +35,8 @@ unsafe impl Send for Mpi {}
 // SAFETY: see Send; shared references only make locked MPI calls.
 unsafe impl Sync for Mpi {}
 
-fn check(rc: c_int, call: &str) -> TestResult<()> {
+/// `Ok` for MPI_SUCCESS; otherwise an MPI failure naming `call`.
+pub fn check(rc: c_int, call: &str) -> TestResult<()> {
     if rc == 0 {
         Ok(())
     } else {
