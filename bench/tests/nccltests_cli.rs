@@ -4,19 +4,6 @@
 mod nccltests_common;
 use nccltests_common::*;
 
-const ALL: [&str; 10] = [
-    "all_reduce_perf",
-    "all_gather_perf",
-    "reduce_scatter_perf",
-    "broadcast_perf",
-    "reduce_perf",
-    "alltoall_perf",
-    "gather_perf",
-    "scatter_perf",
-    "sendrecv_perf",
-    "hypercube_perf",
-];
-
 #[test]
 fn help_and_bad_arguments() {
     let o = run("all_reduce_perf", &["-h"], &[]);

@@ -57,17 +57,8 @@ fn mpirun_1_2_4_processes() {
 
 #[test]
 fn every_collective_type_and_op_under_mpirun() {
-    for name in [
-        "all_gather_perf",
-        "reduce_scatter_perf",
-        "broadcast_perf",
-        "reduce_perf",
-        "alltoall_perf",
-        "gather_perf",
-        "scatter_perf",
-        "sendrecv_perf",
-        "hypercube_perf",
-    ] {
+    // all_reduce_perf runs after the loop, on 3 ranks.
+    for name in ALL.into_iter().filter(|&n| n != "all_reduce_perf") {
         let Some((code, out, _)) = mpi(
             4,
             name,

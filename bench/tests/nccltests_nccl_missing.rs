@@ -10,19 +10,6 @@ use nccltests_common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const ALL: [&str; 10] = [
-    "all_reduce_perf",
-    "all_gather_perf",
-    "reduce_scatter_perf",
-    "broadcast_perf",
-    "reduce_perf",
-    "alltoall_perf",
-    "gather_perf",
-    "scatter_perf",
-    "sendrecv_perf",
-    "hypercube_perf",
-];
-
 /// The NCCL 2.19 entry points `erdma::nccl` requires.
 const REQUIRED: [&str; 27] = [
     "ncclGetUniqueId",

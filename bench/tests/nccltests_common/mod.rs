@@ -7,6 +7,20 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every `*_perf` binary.
+pub const ALL: [&str; 10] = [
+    "all_reduce_perf",
+    "all_gather_perf",
+    "reduce_scatter_perf",
+    "broadcast_perf",
+    "reduce_perf",
+    "alltoall_perf",
+    "gather_perf",
+    "scatter_perf",
+    "sendrecv_perf",
+    "hypercube_perf",
+];
+
 /// Path of a `*_perf` binary built by Cargo for this test run.
 pub fn bin(name: &str) -> PathBuf {
     let exe = env!("CARGO_BIN_EXE_all_reduce_perf");
