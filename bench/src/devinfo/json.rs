@@ -59,18 +59,12 @@ fn port_json(d: &DeviceReport, p: &PortReport) -> Value {
 pub fn device_json(d: &DeviceReport) -> Value {
     let a = &d.attr;
     let o = &a.orig_attr;
-    let fw: Vec<u8> = o
-        .fw_ver
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
     let mut m = serde_json::Map::new();
     if let Value::Object(part) = json!({
         "hca_id": d.name,
         "transport": Transport::from_raw(d.transport).to_string(),
         "transport_type": d.transport,
-        "fw_ver": String::from_utf8_lossy(&fw),
+        "fw_ver": d.fw_ver(),
         "node_guid": Guid::from_be(o.node_guid).to_string(),
         "sys_image_guid": Guid::from_be(o.sys_image_guid).to_string(),
         "vendor_id": o.vendor_id,

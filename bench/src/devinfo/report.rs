@@ -50,6 +50,21 @@ pub struct DeviceReport {
     pub port_error: Option<(u32, String)>,
 }
 
+impl DeviceReport {
+    /// The firmware version: `fw_ver` up to its NUL (empty when unset).
+    pub fn fw_ver(&self) -> String {
+        let fw: Vec<u8> = self
+            .attr
+            .orig_attr
+            .fw_ver
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8_lossy(&fw).into_owned()
+    }
+}
+
 /// Why a device could not be reported, with `ibv_devinfo`'s message.
 #[derive(Debug)]
 pub enum ReportError {

@@ -149,14 +149,9 @@ pub fn device_text(d: &DeviceReport, verbose: bool) -> (String, Option<String>) 
         Transport::from_raw(d.transport),
         d.transport
     );
-    let fw: Vec<u8> = o
-        .fw_ver
-        .iter()
-        .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
-        .collect();
+    let fw = d.fw_ver();
     if !fw.is_empty() {
-        w!(out, "\tfw_ver:\t\t\t\t{}\n", String::from_utf8_lossy(&fw));
+        w!(out, "\tfw_ver:\t\t\t\t{fw}\n");
     }
     w!(out, "\tnode_guid:\t\t\t{}\n", Guid::from_be(o.node_guid));
     w!(
