@@ -158,6 +158,62 @@ fn caps() -> QpCapabilities {
     }
 }
 
+/// What both RDMA CM roles set up on the id's device before connecting:
+/// a [`Conn`] but for the peer's buffer, with a receive already posted.
+struct CmSide {
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    qp: QueuePair,
+    buf: MemoryRegion<AlignedBuffer>,
+    scratch: MemoryRegion<Vec<u8>>,
+    note: MemoryRegion<Vec<u8>>,
+}
+
+impl CmSide {
+    /// `create_qp` makes the QP on the CM id (server: the request's).
+    fn new(
+        ctx: &Context,
+        size: usize,
+        create_qp: impl FnOnce(&ProtectionDomain, &CompletionQueue) -> Result<QueuePair>,
+    ) -> Result<CmSide> {
+        let pd = ctx.alloc_pd()?;
+        let cq = ctx.create_cq(32)?;
+        let qp = create_qp(&pd, &cq)?;
+        let buf = region(&pd, size)?;
+        let scratch = scratch(&pd)?;
+        let note = scratch_note(&pd)?;
+        post_recv(&qp, &scratch)?;
+        Ok(CmSide {
+            pd,
+            cq,
+            qp,
+            buf,
+            scratch,
+            note,
+        })
+    }
+
+    /// Our buffer, sent to the peer in the private data.
+    fn params(&self) -> ConnParams {
+        ConnParams {
+            private_data: self.buf.remote().to_bytes().to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn connected(self, peer: RemoteBuffer) -> Conn {
+        Conn {
+            pd: self.pd,
+            cq: self.cq,
+            qp: self.qp,
+            buf: self.buf,
+            peer,
+            scratch: self.scratch,
+            note: self.note,
+        }
+    }
+}
+
 /// RoCE/IB: endpoint records over TCP, then modify_qp.
 fn run_exchange(o: &Opts, dev: &Device) -> Result<()> {
     let ctx = dev.open()?;
@@ -238,31 +294,10 @@ fn run_cm(o: &Opts) -> Result<()> {
             problem: "no buffer in the private data".into(),
         })?;
         let ctx = req.context()?;
-        let pd = ctx.alloc_pd()?;
-        let cq = ctx.create_cq(32)?;
-        let qp = req.create_qp(&pd, &cq, &cq, &caps())?;
-        let buf = region(&pd, o.size)?;
-        let scratch = scratch(&pd)?;
-        let note = scratch_note(&pd)?;
-        post_recv(&qp, &scratch)?;
-        let params = ConnParams {
-            private_data: buf.remote().to_bytes().to_vec(),
-            ..Default::default()
-        };
-        let id = req.accept(&qp, &params, TIMEOUT)?;
+        let side = CmSide::new(&ctx, o.size, |pd, cq| req.create_qp(pd, cq, cq, &caps()))?;
+        let id = req.accept(&side.qp, &side.params(), TIMEOUT)?;
         println!("connected {} through RDMA CM", ctx.name());
-        pingpong(
-            o,
-            Conn {
-                pd,
-                cq,
-                qp,
-                buf,
-                peer,
-                scratch,
-                note,
-            },
-        )?;
+        pingpong(o, side.connected(peer))?;
         id.wait_disconnect(TIMEOUT)
     } else {
         // Retry while the server is not listening yet (start order is free).
@@ -289,35 +324,14 @@ fn refused(e: &Error) -> bool {
 fn cm_client(o: &Opts, addr: SocketAddr) -> Result<()> {
     let id = CmId::resolve(addr, o.src.map(|ip| SocketAddr::new(ip, 0)), TIMEOUT)?;
     let ctx = id.context()?;
-    let pd = ctx.alloc_pd()?;
-    let cq = ctx.create_cq(32)?;
-    let qp = id.create_qp(&pd, &cq, &cq, &caps())?;
-    let buf = region(&pd, o.size)?;
-    let scratch = scratch(&pd)?;
-    let note = scratch_note(&pd)?;
-    post_recv(&qp, &scratch)?;
-    let params = ConnParams {
-        private_data: buf.remote().to_bytes().to_vec(),
-        ..Default::default()
-    };
-    let reply = id.connect(&qp, &params, TIMEOUT)?;
+    let side = CmSide::new(&ctx, o.size, |pd, cq| id.create_qp(pd, cq, cq, &caps()))?;
+    let reply = id.connect(&side.qp, &side.params(), TIMEOUT)?;
     let peer = RemoteBuffer::from_bytes(&reply).ok_or_else(|| Error::Protocol {
         peer: addr.to_string(),
         problem: "no buffer in the private data".into(),
     })?;
     println!("connected {} through RDMA CM", ctx.name());
-    pingpong(
-        o,
-        Conn {
-            pd,
-            cq,
-            qp,
-            buf,
-            peer,
-            scratch,
-            note,
-        },
-    )?;
+    pingpong(o, side.connected(peer))?;
     id.disconnect()
 }
 
