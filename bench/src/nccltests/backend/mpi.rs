@@ -184,6 +184,21 @@ fn is_native(dt: DataType) -> bool {
     )
 }
 
+/// Whether the collective reduces (the others only move data).
+fn is_reduction(kind: CollKind) -> bool {
+    matches!(
+        kind,
+        CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter
+    )
+}
+
+/// Whether MPI sums a pre-scaled copy of the input: mulsum, and float avg,
+/// of a reduction.
+fn prescaled(call: &CollCall) -> bool {
+    is_reduction(call.kind)
+        && (call.op == RedOp::MulSum || (call.op == RedOp::Avg && call.dtype.is_float()))
+}
+
 impl MpiRanks {
     fn mpi_op(&self, dt: DataType, op: RedOp) -> ffi::MPI_Op {
         // Avg and MulSum are sums of pre-scaled inputs.
@@ -240,20 +255,7 @@ impl MpiRanks {
         // SAFETY: src points at `len` readable bytes (buf_ptr checked) and
         // `s` is a distinct allocation of `len` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src, s.as_mut_ptr(), len) };
-        let scale =
-            matches!(call.op, RedOp::MulSum) || (call.op == RedOp::Avg && call.dtype.is_float());
-        if scale
-            && !matches!(
-                call.kind,
-                CollKind::AllGather
-                    | CollKind::Broadcast
-                    | CollKind::Gather
-                    | CollKind::Scatter
-                    | CollKind::AllToAll
-                    | CollKind::SendRecv
-                    | CollKind::HyperCube
-            )
-        {
+        if prescaled(call) {
             let ws = call.dtype.size();
             for e in s.chunks_exact_mut(ws) {
                 let mut x = [0u8; 8];
@@ -282,12 +284,8 @@ impl MpiRanks {
         let aliased = call.send.buf == call.recv.buf
             && call.send.offset < call.recv.offset + out_len
             && call.recv.offset < call.send.offset + in_len;
-        let scaled = call.op == RedOp::MulSum || (call.op == RedOp::Avg && call.dtype.is_float());
-        let reducing = matches!(
-            call.kind,
-            CollKind::AllReduce | CollKind::Reduce | CollKind::ReduceScatter
-        );
-        let s = if aliased || (scaled && reducing) {
+        let reducing = is_reduction(call.kind);
+        let s = if aliased || prescaled(call) {
             self.staged_input(call, in_len)?
         } else {
             self.buf_ptr(call.send.buf, call.send.offset, in_len)?
