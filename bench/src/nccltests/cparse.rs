@@ -45,14 +45,7 @@ pub fn atoi(s: &str) -> i32 {
 /// on overflow. No digits gives (false, Some(0)).
 fn parse_magnitude(s: &str, base: u32) -> (bool, Option<u64>) {
     let b = s.trim_start_matches(is_c_space).as_bytes();
-    let mut i = 0;
-    let mut neg = false;
-    if let Some(&c) = b.first()
-        && (c == b'+' || c == b'-')
-    {
-        neg = c == b'-';
-        i = 1;
-    }
+    let (neg, mut i) = sign_prefix(b);
     let mut radix = base;
     let has_hex_prefix = b.len() > i + 2
         && b[i] == b'0'
@@ -81,6 +74,15 @@ fn parse_magnitude(s: &str, base: u32) -> (bool, Option<u64>) {
     (neg, acc)
 }
 
+/// An optional leading `+` or `-`: (negative, bytes it takes).
+fn sign_prefix(b: &[u8]) -> (bool, usize) {
+    match b.first() {
+        Some(b'-') => (true, 1),
+        Some(b'+') => (false, 1),
+        _ => (false, 0),
+    }
+}
+
 /// C's `isspace` in the "C" locale.
 fn is_c_space(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\x0b' | '\x0c' | '\r')
@@ -92,14 +94,7 @@ fn is_c_space(c: char) -> bool {
 pub fn strtod_prefix(s: &str) -> (f64, usize) {
     let skipped = s.len() - s.trim_start_matches(is_c_space).len();
     let b = &s.as_bytes()[skipped..];
-    let mut i = 0;
-    let mut neg = false;
-    if let Some(&c) = b.first()
-        && (c == b'+' || c == b'-')
-    {
-        neg = c == b'-';
-        i = 1;
-    }
+    let (neg, i) = sign_prefix(b);
     let sign = if neg { -1.0 } else { 1.0 };
     let rest = &b[i..];
     if let Some(n) = special_value(rest) {
