@@ -53,7 +53,8 @@ pub fn range_err(lib: &'static str, what: &str, off: usize, len: usize, size: us
         what,
         format!(
             "invalid argument: bytes {off}..{} outside a {size}-byte buffer",
-            off + len
+            // Called when off + len overflowed too: never panic while reporting it.
+            off.saturating_add(len)
         ),
     )
 }
