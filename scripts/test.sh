@@ -30,7 +30,8 @@ step "cargo clippy (erdma-bench without mpi)"
 cargo clippy -p erdma-bench --no-default-features --all-targets -- -D warnings
 
 step "host tests (cargo test --workspace)"
-cargo test --workspace 2>&1 | tee /tmp/erdma-host-tests.log
+mkdir -p target
+cargo test --workspace 2>&1 | tee target/host-tests.log
 step "doc tests and docs (rustdoc -D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 
@@ -45,7 +46,15 @@ target/nompi/debug/all_reduce_perf -b 8 -e 1K -f 4 --backend host -t 2 | tail -4
 
 if [[ $RIG == 1 ]]; then
   step "RDMA rig tests (VM with Soft-RoCE and Soft-iWARP)"
-  rig/test.sh
+  rig/test.sh 2>&1 | tee target/rig-tests.log
 fi
+# One closing line that counts everything: cargo's tests (ignored ones are the
+# rig-only tests, run inside the VM above) and the rig's steps.
+sum() { grep -Eo "$1" "${@:2}" 2>/dev/null | grep -Eo '[0-9]+' | awk '{s+=$1} END{print s+0}'; }
+cargo_passed=$(sum 'test result: ok\. [0-9]+ passed' target/host-tests.log)
+cargo_ignored=$(sum '[0-9]+ ignored' target/host-tests.log)
+rig_passed=0
+[[ $RIG == 1 ]] && rig_passed=$(sum '^(rig|host): [0-9]+ passed' target/rig-tests.log)
 echo
-echo "all tests passed in $((SECONDS - T0)) s"
+echo "all tests passed in $((SECONDS - T0)) s: cargo test $cargo_passed, rig steps $rig_passed"
+echo "summary: $((cargo_passed + rig_passed)) passed, 0 failed, $cargo_ignored skipped"
