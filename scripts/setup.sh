@@ -2,23 +2,22 @@
 # setup.sh - install what erdma-rs needs to build and test on Debian/Ubuntu.
 #
 # Installs (apt): rdma-core headers and tools (libibverbs-dev, librdmacm-dev,
-# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI, and
-# what the test rig (rig/) needs to boot a VM with a real kernel RDMA stack.
+# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI; then
+# prepares the test rig with rig/setup.sh (QEMU, Debian's kernel, virtme-ng,
+# siw.ko), which owns the rig's own package list.
 # Idempotent: packages already present are skipped. Needs root (or sudo).
 # Also installs the Rust toolchain with rustup if cargo is missing.
 #
 # usage: scripts/setup.sh [--no-rig]
 # exit status: 0 ok, 1 an install step failed (the log path is printed).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 RIG=1
 [[ ${1:-} == --no-rig ]] && RIG=0
 
 PKGS=(build-essential pkg-config git curl ca-certificates
       rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest rdmacm-utils
       libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv)
-if [[ $RIG == 1 ]]; then
-  PKGS+=(qemu-system-x86 linux-image-amd64 file binutils)
-fi
 
 SUDO=
 [[ $(id -u) == 0 ]] || SUDO=sudo
@@ -46,4 +45,8 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
 done
+if [[ $RIG == 1 ]]; then
+  kver=$(rig/setup.sh --quiet) || exit 1
+  echo "[setup] rig ready (kernel $kver)" >&2
+fi
 echo "[setup] ok: $(cargo --version), $(mpirun --version 2>/dev/null | head -1), rdma-core $(dpkg-query -W -f='${Version}' rdma-core)" >&2
