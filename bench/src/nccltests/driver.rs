@@ -5,8 +5,6 @@
 //! allocation, formatting or locking happens between the clock reads,
 //! except the barriers nccl-tests itself puts there (`-z 1`, `-z 3`).
 
-use std::time::Instant;
-
 use super::backend::{BufRef, CollCall, Poll, Ranks};
 use super::check::{self, Plan, Seg};
 use super::colls::{Collective, InitArgs, OpMode, RootMode, Target};
@@ -15,6 +13,7 @@ use super::hooks::Hooks;
 use super::options::Options;
 use super::output::{IterReport, Output, RowResult};
 use super::sync::{Average, ProcessSync};
+use super::timer::Timer;
 use super::types::{DataType, Features, RedOp};
 
 /// What every thread of the process shares.
@@ -50,6 +49,17 @@ pub struct ThreadTotals {
     pub bw_count: i64,
 }
 
+/// What `startColl` recomputes on every iteration, computed once per
+/// placement: the calls at shift 0 and the rotation of their offsets.
+#[derive(Default)]
+struct Launch {
+    calls: Vec<CollCall>,
+    /// Bytes one iteration moves the offsets by (send or expected bytes).
+    stride: usize,
+    /// Offsets repeat after this many iterations (>= 1).
+    steps: u64,
+}
+
 #[derive(Default, Clone, Copy)]
 struct SizeArgs {
     nbytes: usize,
@@ -71,6 +81,9 @@ pub struct Thread<'a> {
     report_errors: bool,
     rep: u64,
     expected: Vec<Vec<Seg>>,
+    /// The calls of the current placement at shift 0 (one per local rank)
+    /// and their offset rotation, set by `prepare`.
+    launch: Launch,
     stalled: bool,
     timed: bool,
     what: String,
@@ -99,6 +112,7 @@ impl<'a> Thread<'a> {
             report_errors: c.opts.datacheck != 0,
             rep: 0,
             expected: vec![Vec::new(); count],
+            launch: Launch::default(),
             stalled: false,
             timed: false,
             what: String::new(),
@@ -191,8 +205,9 @@ impl<'a> Thread<'a> {
             .filter(|&s| s <= self.c.max_bytes)
         {
             self.setup_args(size, dt);
+            self.prepare(dt, op, root, false)?;
             for iter in 0..o.warmup_iters.max(0) as i64 {
-                self.start_coll(dt, op, root, false, iter)?;
+                self.start_coll(iter)?;
             }
             self.complete_coll()?;
         }
@@ -227,29 +242,20 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
-    /// `startColl`: one collective on every local rank at iteration `iter`.
-    #[inline]
-    fn start_coll(
-        &mut self,
-        dt: DataType,
-        op: RedOp,
-        root: i32,
-        in_place: bool,
-        iter: i64,
-    ) -> TestResult<()> {
+    /// The calls `start_coll` issues for this size and placement, built and
+    /// handed to the backend once, outside the timed loop.
+    fn prepare(&mut self, dt: DataType, op: RedOp, root: i32, in_place: bool) -> TestResult<()> {
         let sz = self.sz;
-        let total = sz.send_bytes.max(sz.expected_bytes);
+        let stride = sz.send_bytes.max(sz.expected_bytes);
+        // nccl-tests: steps = maxbytes / totalnbytes (1 when nothing moves).
         let steps = (self.c.max_bytes as usize)
-            .checked_div(total)
+            .checked_div(stride)
             .map_or(1, |s| s.max(1));
-        let shift = total * (iter.rem_euclid(steps as i64) as usize);
-        let g = self.ranks.count();
-        if g > 1 {
-            self.ranks.group_start()?;
-        }
-        for i in 0..g {
+        let mut calls = std::mem::take(&mut self.launch.calls);
+        calls.clear();
+        for i in 0..self.ranks.count() {
             let rank = self.first_rank + i;
-            let base = self.unalign + shift;
+            let base = self.unalign;
             let send = if in_place {
                 BufRef {
                     buf: Target::Recv,
@@ -265,7 +271,7 @@ impl<'a> Thread<'a> {
                 buf: Target::Recv,
                 offset: base + if in_place { sz.recv_inplace * rank } else { 0 },
             };
-            let call = CollCall {
+            calls.push(CollCall {
                 kind: self.c.coll.kind,
                 send,
                 recv,
@@ -274,9 +280,31 @@ impl<'a> Thread<'a> {
                 op,
                 root,
                 rank,
-            };
-            if !self.stalled {
-                self.ranks.enqueue(i, &call)?;
+            });
+        }
+        let max_shift = stride * (steps - 1);
+        self.ranks.prepare(&calls, max_shift)?;
+        self.launch = Launch {
+            calls,
+            stride,
+            steps: steps as u64,
+        };
+        Ok(())
+    }
+
+    /// `startColl`: one collective on every local rank at iteration `iter`
+    /// (of the calls `prepare` built).
+    #[inline]
+    fn start_coll(&mut self, iter: i64) -> TestResult<()> {
+        // Rotate the offsets to avoid cache effects, as nccl-tests does.
+        let shift = self.launch.stride * ((iter as u64 % self.launch.steps) as usize);
+        let g = self.launch.calls.len();
+        if g > 1 {
+            self.ranks.group_start()?;
+        }
+        if !self.stalled {
+            for (i, call) in self.launch.calls.iter().enumerate() {
+                self.ranks.enqueue_prepared(i, call, shift)?;
             }
         }
         if g > 1 {
@@ -303,12 +331,12 @@ impl<'a> Thread<'a> {
     /// `testStreamSynchronize`: polls until done, failing after `-T`.
     fn stream_sync(&mut self) -> TestResult<()> {
         let timeout = self.c.opts.timeout;
-        let start = Instant::now();
+        let start = Timer::new();
         loop {
             if self.ranks.poll()? == Poll::Done && !self.stalled {
                 return Ok(());
             }
-            if timeout > 0 && start.elapsed().as_secs_f64() > timeout as f64 {
+            if timeout > 0 && start.elapsed() > timeout as f64 {
                 let pending = if self.stalled {
                     (0..self.ranks.count()).collect()
                 } else {
@@ -362,7 +390,8 @@ impl<'a> Thread<'a> {
         if o.datacheck != 0 {
             self.init_data(dt, op, root, 99, in_place)?;
         }
-        self.start_coll(dt, op, root, in_place, 0)?;
+        self.prepare(dt, op, root, in_place)?;
+        self.start_coll(0)?;
         self.complete_coll()?;
         self.c.sync.barrier(self.thread)?;
         let graph = o.graph_launches >= 1;
@@ -371,7 +400,7 @@ impl<'a> Thread<'a> {
         }
         self.timed = true;
         self.hook_at_timed_start();
-        let (cpu_sec, delta, iter_times) = self.timed_loop(dt, op, root, in_place, graph)?;
+        let (cpu_sec, delta, iter_times) = self.timed_loop(graph)?;
         self.timed = false;
         let delta = self
             .c
@@ -411,22 +440,15 @@ impl<'a> Thread<'a> {
 
     /// The timed iterations; returns (cpu seconds, seconds, per-iteration
     /// seconds with `-I`).
-    fn timed_loop(
-        &mut self,
-        dt: DataType,
-        op: RedOp,
-        root: i32,
-        in_place: bool,
-        graph: bool,
-    ) -> TestResult<(f64, f64, Option<Vec<f64>>)> {
+    fn timed_loop(&mut self, graph: bool) -> TestResult<(f64, f64, Option<Vec<f64>>)> {
         let o = self.c.opts;
         let (iters, agg, blocking) = (o.iters.max(0) as i64, o.agg_iters as i64, o.blocking);
         let record = o.per_iter_timing != 0;
         let paired = record && blocking == 3;
         let mut coll_only = 0.0f64;
-        let mut tim = Instant::now();
+        let mut tim = Timer::new();
         for iter in 0..iters {
-            let t0 = tim.elapsed().as_secs_f64();
+            let t0 = tim.elapsed();
             if agg > 1 {
                 self.ranks.group_start()?;
             }
@@ -438,7 +460,7 @@ impl<'a> Thread<'a> {
                 })?;
             }
             for a in 0..agg.max(0) {
-                self.start_coll(dt, op, root, in_place, iter * agg + a)?;
+                self.start_coll(iter * agg + a)?;
             }
             if agg > 1 {
                 self.ranks.group_end()?;
@@ -448,7 +470,7 @@ impl<'a> Thread<'a> {
                 if paired {
                     self.ranks.record_event(2 * iter as usize + 1)?;
                 }
-                coll_only += tim.elapsed().as_secs_f64() - t0;
+                coll_only += tim.elapsed() - t0;
                 self.c.sync.barrier(self.thread)?;
             }
         }
@@ -458,7 +480,7 @@ impl<'a> Thread<'a> {
         if graph {
             self.ranks.capture_end()?;
             self.c.sync.barrier(self.thread)?;
-            tim = Instant::now();
+            tim.reset();
             for _ in 0..o.graph_launches {
                 self.ranks.graph_launch()?;
             }
@@ -467,13 +489,13 @@ impl<'a> Thread<'a> {
         let cpu = if blocking == 3 {
             coll_only
         } else {
-            tim.elapsed().as_secs_f64()
+            tim.elapsed()
         } / n;
         self.complete_coll()?;
         let mut delta = if blocking == 3 {
             coll_only
         } else {
-            tim.elapsed().as_secs_f64()
+            tim.elapsed()
         } / n;
         if graph {
             delta /= o.graph_launches as f64;
@@ -548,7 +570,7 @@ impl<'a> Thread<'a> {
             if graph {
                 self.ranks.capture_begin_check()?;
             }
-            self.start_coll(dt, op, root, in_place, 0)?;
+            self.start_coll(0)?;
             if graph {
                 self.ranks.capture_end()?;
                 self.ranks.graph_launch()?;

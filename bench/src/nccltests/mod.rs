@@ -27,6 +27,7 @@ pub mod options;
 pub mod output;
 pub mod run;
 pub mod sync;
+pub mod timer;
 pub mod types;
 pub mod verifiable;
 

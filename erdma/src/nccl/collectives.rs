@@ -171,6 +171,7 @@ impl Comm {
     /// communicator's GPU (or memory NCCL can reach), allocated until the operation completed
     /// on `stream`, and `recv` must not be used by other work meanwhile. `send == recv` is
     /// in place.
+    #[inline]
     pub unsafe fn all_reduce_raw(
         &self,
         send: DevicePtr,
@@ -201,6 +202,7 @@ impl Comm {
     /// # Safety
     /// As [`Comm::all_reduce_raw`]; `recv` is only written on `root`.
     #[allow(clippy::too_many_arguments)] // mirrors ncclReduce's C signature
+    #[inline]
     pub unsafe fn reduce_raw(
         &self,
         send: DevicePtr,
@@ -233,6 +235,7 @@ impl Comm {
     ///
     /// # Safety
     /// As [`Comm::all_reduce_raw`]; `send` is only read on `root`.
+    #[inline]
     pub unsafe fn broadcast_raw(
         &self,
         send: DevicePtr,
@@ -265,6 +268,7 @@ impl Comm {
     /// # Safety
     /// `send` must address `send_count` and `recv` `send_count * size()` elements, as in
     /// [`Comm::all_reduce_raw`].
+    #[inline]
     pub unsafe fn all_gather_raw(
         &self,
         send: DevicePtr,
@@ -294,6 +298,7 @@ impl Comm {
     /// # Safety
     /// `send` must address `recv_count * size()` and `recv` `recv_count` elements, as in
     /// [`Comm::all_reduce_raw`].
+    #[inline]
     pub unsafe fn reduce_scatter_raw(
         &self,
         send: DevicePtr,
@@ -324,6 +329,7 @@ impl Comm {
     ///
     /// # Safety
     /// `send` must address `count` elements, allocated until the operation completed.
+    #[inline]
     pub unsafe fn send_raw(
         &self,
         send: DevicePtr,
@@ -353,6 +359,7 @@ impl Comm {
     /// # Safety
     /// `recv` must address `count` elements, allocated and not used by other work until the
     /// operation completed.
+    #[inline]
     pub unsafe fn recv_raw(
         &self,
         recv: DevicePtr,
@@ -384,6 +391,7 @@ impl Comm {
     /// # Safety
     /// `send` and `recv` must each address `count * size()` elements, as in
     /// [`Comm::all_reduce_raw`].
+    #[inline]
     pub unsafe fn all_to_all_raw(
         &self,
         send: DevicePtr,
@@ -416,6 +424,7 @@ impl Comm {
     ///
     /// # Safety
     /// As [`Comm::all_to_all_raw`].
+    #[inline]
     pub unsafe fn all_to_all_p2p_raw(
         &self,
         send: DevicePtr,
@@ -442,6 +451,7 @@ impl Comm {
     /// # Safety
     /// `send` must address `count` elements; on `root`, `recv` must address
     /// `count * size()` elements; as in [`Comm::all_reduce_raw`].
+    #[inline]
     pub unsafe fn gather_raw(
         &self,
         send: DevicePtr,
@@ -476,6 +486,7 @@ impl Comm {
     ///
     /// # Safety
     /// As [`Comm::gather_raw`].
+    #[inline]
     pub unsafe fn gather_p2p_raw(
         &self,
         send: DevicePtr,
@@ -506,6 +517,7 @@ impl Comm {
     /// # Safety
     /// On `root`, `send` must address `count * size()` elements; `recv` must address `count`
     /// elements; as in [`Comm::all_reduce_raw`].
+    #[inline]
     pub unsafe fn scatter_raw(
         &self,
         send: DevicePtr,
@@ -540,6 +552,7 @@ impl Comm {
     ///
     /// # Safety
     /// As [`Comm::scatter_raw`].
+    #[inline]
     pub unsafe fn scatter_p2p_raw(
         &self,
         send: DevicePtr,

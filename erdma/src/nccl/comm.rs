@@ -369,6 +369,7 @@ impl Comm {
     }
 
     /// The live handle, or [`NcclError::Aborted`].
+    #[inline]
     pub(crate) fn handle(&self) -> Result<ncclComm_t> {
         let raw = self.raw.get();
         if raw.is_null() {
@@ -477,6 +478,7 @@ impl Comm {
     /// Interprets the result of an NCCL call on this communicator: errors become
     /// [`NcclError::Call`]; `ncclInProgress` (nonblocking communicators, outside a group) is
     /// waited out within the config's timeout.
+    #[inline]
     pub(crate) fn settle(&self, call: &'static str, rc: sys::ncclResult_t) -> Result<()> {
         if rc == ResultCode::IN_PROGRESS.0 {
             if in_group() {

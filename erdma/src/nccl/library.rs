@@ -199,6 +199,7 @@ impl Nccl {
     }
 
     /// `Ok` for `ncclSuccess`, else [`NcclError::Call`] with the last error text.
+    #[inline]
     pub(crate) fn check(
         &self,
         call: &'static str,
@@ -208,6 +209,17 @@ impl Nccl {
         if rc == 0 {
             return Ok(());
         }
+        self.call_error(call, rc, comm)
+    }
+
+    /// The error of a failed call (out of line: the hot path only compares).
+    #[cold]
+    fn call_error(
+        &self,
+        call: &'static str,
+        rc: sys::ncclResult_t,
+        comm: ncclComm_t,
+    ) -> Result<()> {
         Err(NcclError::Call {
             call,
             code: ResultCode(rc),

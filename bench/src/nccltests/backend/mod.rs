@@ -85,6 +85,17 @@ pub struct CollCall {
     pub rank: usize,
 }
 
+impl CollCall {
+    /// The same call with both buffer offsets moved by `shift` bytes
+    /// (nccl-tests' per-iteration offset rotation).
+    pub fn shifted(&self, shift: usize) -> CollCall {
+        let mut c = *self;
+        c.send.offset += shift;
+        c.recv.offset += shift;
+        c
+    }
+}
+
 /// A device as nccl-tests lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -171,6 +182,20 @@ pub trait Ranks: Send {
     fn group_end(&mut self) -> TestResult<()>;
     /// Issues one collective for local rank `i`.
     fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()>;
+    /// Announces the calls of the next timed loop, one per local rank at
+    /// shift 0, each to be issued at shifts up to `max_shift` bytes with
+    /// [`Ranks::enqueue_prepared`]. A backend may check and resolve them
+    /// here once, outside the timed region, so that issuing costs no more
+    /// than nccl-tests' `startColl` does. Buffers allocated later void it.
+    fn prepare(&mut self, _calls: &[CollCall], _max_shift: usize) -> TestResult<()> {
+        Ok(())
+    }
+    /// Issues `call` (the one given to [`Ranks::prepare`] for local rank
+    /// `i`) moved by `shift` bytes.
+    #[inline]
+    fn enqueue_prepared(&mut self, i: usize, call: &CollCall, shift: usize) -> TestResult<()> {
+        self.enqueue(i, &call.shifted(shift))
+    }
     /// Checks completion without blocking (errors end the run).
     fn poll(&mut self) -> TestResult<Poll>;
     /// Local rank indices (0..count) with work still running, for the

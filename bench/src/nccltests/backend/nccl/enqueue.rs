@@ -64,12 +64,44 @@ pub(super) fn scalars_for_rank(rank: usize) -> TestResult<[Scalar; 12]> {
 /// Issues `call` on one rank, as nccl-tests' `startColl` + `runColl` do.
 #[inline]
 pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestResult<()> {
+    let (send, recv) = resolve(r, call, 0)?;
+    // SAFETY: `resolve` checked both ranges against the rank's buffers.
+    unsafe { issue(r, call, send, recv, timeout_s) }
+}
+
+/// The device addresses of `call`'s input and output, checked to lie inside
+/// the rank's buffers for every shift up to `max_shift` bytes.
+pub(super) fn resolve(
+    r: &RankState,
+    call: &CollCall,
+    max_shift: usize,
+) -> TestResult<(DevicePtr, DevicePtr)> {
+    let n = r.comm()?.size();
+    let ws = call.dtype.size();
+    let span = |len: usize| {
+        len.checked_add(max_shift)
+            .ok_or_else(|| TestError::Internal("NCCL backend: shift overflows".into()))
+    };
+    let send = r.range(call.send, span(input_bytes(call.kind, call.count, ws, n))?)?;
+    let recv = r.range(call.recv, span(output_bytes(call.kind, call.count, ws, n))?)?;
+    Ok((send, recv))
+}
+
+/// Issues `call` with its input at `send` and its output at `recv`.
+///
+/// # Safety
+/// `send` must address the `input_bytes` and `recv` the `output_bytes` of
+/// `call` inside `r`'s buffers (what [`resolve`] checks).
+#[inline]
+pub(super) unsafe fn issue(
+    r: &RankState,
+    call: &CollCall,
+    send: DevicePtr,
+    recv: DevicePtr,
+    timeout_s: i32,
+) -> TestResult<()> {
     let comm = r.comm()?;
     let n = comm.size();
-    let ws = call.dtype.size();
-    // Bounds first: every raw call below stays inside these two ranges.
-    let send = r.range(call.send, input_bytes(call.kind, call.count, ws, n))?;
-    let recv = r.range(call.recv, output_bytes(call.kind, call.count, ws, n))?;
     let dt = nccl_type(call.dtype);
     let stream = &r.stream;
     let count = call.count;
@@ -85,29 +117,36 @@ pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestRe
     };
     // SAFETY (every raw call in this match): `send` addresses the
     // `input_bytes` and `recv` the `output_bytes` this collective touches on
-    // this rank, checked against the rank's buffers above; the buffers and
+    // this rank (the caller's contract, checked by `resolve`); the buffers and
     // the communicator live in `r`, which outlives the enqueued work (its
     // buffers are freed only after a device synchronization), and the
     // harness issues nothing else on them until the stream is idle.
     match call.kind {
-        // SAFETY: see above.
-        CollKind::AllReduce => with_op(r, call, timeout_s, |op| unsafe {
-            comm.all_reduce_raw(send, recv, count, dt, op, stream)
-                .map_err(|e| fail("ncclAllReduce", e))
-        }),
-        CollKind::Reduce => {
-            let root = root()?;
-            // SAFETY: see above.
-            with_op(r, call, timeout_s, |op| unsafe {
-                comm.reduce_raw(send, recv, count, dt, op, root, stream)
-                    .map_err(|e| fail("ncclReduce", e))
-            })
+        CollKind::AllReduce | CollKind::ReduceScatter | CollKind::Reduce => {
+            let root = if call.kind == CollKind::Reduce {
+                root()?
+            } else {
+                0
+            };
+            let red = |op| {
+                // SAFETY: see above.
+                unsafe { reduction(r, call, send, recv, op, root, timeout_s) }
+            };
+            match reduce_op(call.op).builtin() {
+                Some(op) => red(op),
+                // nccl-tests creates the PreMulSum operator with this rank's
+                // scalar before every call and destroys it after.
+                None => {
+                    let scalar = &r.scalars[call.dtype.nccl_value() as usize];
+                    let pms = comm
+                        .pre_mul_sum(scalar)
+                        .map_err(|e| fail("ncclRedOpCreatePreMulSum", e))?;
+                    let res = red(pms.op());
+                    drop(pms); // ncclRedOpDestroy
+                    res
+                }
+            }
         }
-        // SAFETY: see above.
-        CollKind::ReduceScatter => with_op(r, call, timeout_s, |op| unsafe {
-            comm.reduce_scatter_raw(send, recv, count, dt, op, stream)
-                .map_err(|e| fail("ncclReduceScatter", e))
-        }),
         // SAFETY: see above.
         CollKind::AllGather => unsafe {
             comm.all_gather_raw(send, recv, count, dt, stream)
@@ -163,29 +202,42 @@ pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestRe
     }
 }
 
-/// Runs `f` with the call's NCCL operator; mulsum creates a PreMulSum
-/// operator with this rank's scalar before and destroys it after, as
-/// nccl-tests does around every call.
-#[inline]
-fn with_op(
+/// The reduction collectives (`ncclAllReduce`, `ncclReduce` to `root`,
+/// `ncclReduceScatter`) with operator `op`: the hot path of the timed loop,
+/// so no closures or generic wrappers between the harness and NCCL.
+///
+/// # Safety
+/// As [`issue`].
+#[inline(always)]
+unsafe fn reduction(
     r: &RankState,
     call: &CollCall,
+    send: DevicePtr,
+    recv: DevicePtr,
+    op: NRedOp,
+    root: usize,
     timeout_s: i32,
-    f: impl FnOnce(NRedOp) -> TestResult<()>,
 ) -> TestResult<()> {
-    match reduce_op(call.op).builtin() {
-        Some(op) => f(op),
-        None => {
-            let comm = r.comm()?;
-            let scalar = &r.scalars[call.dtype.nccl_value() as usize];
-            let pms = comm
-                .pre_mul_sum(scalar)
-                .map_err(|e| nccl_error("ncclRedOpCreatePreMulSum", e, timeout_s))?;
-            let res = f(pms.op());
-            drop(pms); // ncclRedOpDestroy
-            res
+    let comm = r.comm()?;
+    let (count, dt, stream) = (call.count, nccl_type(call.dtype), &r.stream);
+    // SAFETY: the caller's contract (as `issue`).
+    let (name, res) = unsafe {
+        match call.kind {
+            CollKind::Reduce => (
+                "ncclReduce",
+                comm.reduce_raw(send, recv, count, dt, op, root, stream),
+            ),
+            CollKind::ReduceScatter => (
+                "ncclReduceScatter",
+                comm.reduce_scatter_raw(send, recv, count, dt, op, stream),
+            ),
+            _ => (
+                "ncclAllReduce",
+                comm.all_reduce_raw(send, recv, count, dt, op, stream),
+            ),
         }
-    }
+    };
+    res.map_err(|e| nccl_error(name, e, timeout_s))
 }
 
 /// hypercube.cu: copy the own block into place, then log2(n) grouped

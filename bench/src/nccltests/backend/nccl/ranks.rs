@@ -29,6 +29,18 @@ pub(crate) struct RankState {
     recv: Option<DeviceBuffer<u8>>,
     /// PreMulSum scalar of this rank for each type (`ALL_TYPES` order).
     pub(super) scalars: [Scalar; 12],
+    /// The call of the coming timed loop, resolved by `Ranks::prepare`.
+    prepared: Option<Prepared>,
+}
+
+/// A call checked once for every shift of a timed loop: its input and
+/// output addresses at shift 0, valid up to `max_shift` bytes further.
+#[derive(Clone, Copy)]
+struct Prepared {
+    call: CollCall,
+    send: DevicePtr,
+    recv: DevicePtr,
+    max_shift: usize,
 }
 
 impl RankState {
@@ -46,6 +58,7 @@ impl RankState {
             send: None,
             recv: None,
             scalars,
+            prepared: None,
         })
     }
 
@@ -147,6 +160,7 @@ impl Ranks for NcclRanks {
     fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()> {
         let nccl = self.nccl;
         for r in &mut self.ranks {
+            r.prepared = None;
             r.send = None;
             r.recv = None;
             r.send = Some(
@@ -257,6 +271,46 @@ impl Ranks for NcclRanks {
     #[inline]
     fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()> {
         enqueue::run_coll(&self.ranks[i], call, self.timeout_s)
+    }
+
+    /// Checks every rank's call once for all shifts, so that
+    /// `enqueue_prepared` in the timed loop only adds the shift.
+    fn prepare(&mut self, calls: &[CollCall], max_shift: usize) -> TestResult<()> {
+        for (r, call) in self.ranks.iter_mut().zip(calls) {
+            r.prepared = None;
+            let (send, recv) = enqueue::resolve(r, call, max_shift)?;
+            r.prepared = Some(Prepared {
+                call: *call,
+                send,
+                recv,
+                max_shift,
+            });
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn enqueue_prepared(&mut self, i: usize, call: &CollCall, shift: usize) -> TestResult<()> {
+        let r = &self.ranks[i];
+        match &r.prepared {
+            Some(p) if shift <= p.max_shift => {
+                debug_assert_eq!(p.call, *call, "enqueue_prepared: not the prepared call");
+                // SAFETY: `prepare` checked both ranges of `p.call` (issued
+                // here, whatever `call` says) for every shift up to
+                // `max_shift` against the rank's buffers, which have not been
+                // reallocated since (alloc clears `prepared`).
+                unsafe {
+                    enqueue::issue(
+                        r,
+                        &p.call,
+                        p.send.byte_add(shift),
+                        p.recv.byte_add(shift),
+                        self.timeout_s,
+                    )
+                }
+            }
+            _ => enqueue::run_coll(r, &call.shifted(shift), self.timeout_s),
+        }
     }
 
     /// nccl-tests' `testStreamSynchronize` step: a finished stream is done;
