@@ -315,7 +315,9 @@ fn options_that_change_the_table() {
     );
     assert!(out.contains("cputime"));
     assert!(out.contains("i_min    i_max    i_p99    i_cv%"));
-    assert!(out.contains("# GPU memory usage     : Initialization 0.00 B | User-Allocated 288 B | Collective 0.00 B | Total  288 B\n"), "{out}");
+    // Per device, as nccl-tests takes the largest GPU: one rank's send and
+    // receive buffers of 64 + 8 (-u) bytes.
+    assert!(out.contains("# GPU memory usage     : Initialization 0.00 B | User-Allocated 144 B | Collective 0.00 B | Total  144 B\n"), "{out}");
     let rs = rows(&out);
     assert_eq!(rs.len(), 4, "two cycles of two sizes");
     assert!(rs.iter().all(|r| r.len() == 21), "{rs:?}");
@@ -345,6 +347,47 @@ fn options_that_change_the_table() {
         (rs.len(), rs[0][4].as_str(), rs[0][8].as_str()),
         (1, "1", "0")
     );
+}
+
+#[test]
+fn memory_report_at_nccl_tests_measurement_points() {
+    // Per device (rank): 1 MiB send + 1 MiB receive. Without -p they are
+    // User-Allocated; with -p 1 nccl-tests' threadInit reads free memory
+    // only after the buffers, so they count as Initialization.
+    for (p, line) in [
+        (
+            "0",
+            "Initialization 0.00 B | User-Allocated 2.00 MB | Collective 0.00 B | Total  2.00 MB",
+        ),
+        (
+            "1",
+            "Initialization 2.00 MB | User-Allocated 0.00 B | Collective 0.00 B | Total  2.00 MB",
+        ),
+    ] {
+        let args = [
+            "--backend",
+            "host",
+            "-t",
+            "2",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "1",
+            "-M",
+            "1",
+            "-p",
+            p,
+        ];
+        let o = run("all_reduce_perf", &args, &[]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{out}");
+        assert!(
+            out.contains(&format!("# GPU memory usage     : {line}\n")),
+            "-p {p}:\n{out}"
+        );
+    }
 }
 
 #[test]

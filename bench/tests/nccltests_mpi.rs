@@ -149,3 +149,33 @@ fn hung_rank_times_out_with_status_4() {
     assert!(out.contains("Test timeout (2s) rank"), "{out}");
     assert!(t < Duration::from_secs(20), "{t:?}");
 }
+
+#[test]
+fn memory_report_counts_host_buffers() {
+    // Initialization: nothing (a communicator holds no buffers here);
+    // User-Allocated: 1 MiB send + 1 MiB receive; Collective: the scratch
+    // copies of the 2 in-place calls in flight (MPI forbids aliasing).
+    for (p, line) in [
+        (
+            "0",
+            "Initialization 0.00 B | User-Allocated 2.00 MB | Collective 2.00 MB | Total  4.00 MB",
+        ),
+        // -p 1: nccl-tests' threadInit reads after the buffers too.
+        (
+            "1",
+            "Initialization 2.00 MB | User-Allocated 0.00 B | Collective 2.00 MB | Total  4.00 MB",
+        ),
+    ] {
+        let args = [
+            "-b", "1M", "-e", "1M", "-o", "sum", "-n", "2", "-M", "1", "-p", p,
+        ];
+        let Some((code, out, _)) = mpi(2, "all_reduce_perf", &args, &[]) else {
+            return;
+        };
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains(&format!("# GPU memory usage     : {line}\n")),
+            "-p {p}:\n{out}"
+        );
+    }
+}

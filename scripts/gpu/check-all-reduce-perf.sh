@@ -118,8 +118,14 @@ grep_check "-C header" " cputime "
 for a in 0 2 3; do
   check "-a $a, -c 0" 0 "--rows 6 --wrong na" "$AR" $S -a "$a" -c 0 -n 5
 done
-check "-M 1 (memory report)" 0 "--rows 6" "$AR" $S -M 1 -c 1 -n 5
+# -M 1: the three figures and Total (nccl-tests' writeMemInfo), from
+# cuMemGetInfo where nccl-tests reads cudaMemGetInfo. $S allocates 16 MiB send +
+# 16 MiB receive (32 MiB = 33554432 B): User-Allocated without -p; with -p 1
+# nccl-tests reads after the buffers, so they land in Initialization.
+check "-M 1 (memory report)" 0 "--rows 6 --mem 33554432" "$AR" $S -M 1 -c 1 -n 5
 grep_check "-M line" "GPU memory usage     : Initialization"
+check "-M 1 -p 1 (memory report, parallel init)" 0 "--rows 6 --mem 33554432 --mem-parallel-init" \
+  "$AR" $S -M 1 -p 1 -c 1 -n 5
 check "-J JSON and --csv" 0 "--rows 13 --json $OUT/all_reduce_perf.json --csv $OUT/all_reduce_perf.csv" \
   "$AR" -b 8 -e 128M -f 4 -c 1 -n 5 -J "$OUT/all_reduce_perf.json" --csv "$OUT/all_reduce_perf.csv"
 check "wrong data is reported (corrupt hook)" 7 "" env ERDMA_BENCH_HOOK=corrupt:0 "$AR" -b 1M -e 1M -c 1 -n 2

@@ -5,10 +5,18 @@ one parser - and checks or compares them.
   nccltests_report.py check REPORT [--wrong zero|na|zero-or-na-in-place]
                                     [--rows N] [--skipped N]
                                     [--contains TEXT ...] [--json FILE] [--csv FILE]
+                                    [--mem BUFFER_BYTES [--mem-parallel-init]]
       Validates one run's stdout: every row parses, #wrong is 0 (or N/A), the
       footer says "Out of bounds values : 0 OK"; optionally the row count, the
       number of "# Skipping" lines, texts that must appear, and a -J JSON file
       (schema 3, one result per row) or a --csv file (two lines per row).
+      --mem checks the -M 1 line on a GPU: exactly Initialization,
+      User-Allocated, Collective and Total, Total their sum, Initialization
+      above 0 (communicators take device memory), the buffers (BUFFER_BYTES:
+      send + receive, or more with allocation granularity, at most twice)
+      counted as User-Allocated, or with --mem-parallel-init as
+      Initialization (nccl-tests' -p 1 reads free memory only after them),
+      and Collective not negative.
   nccltests_report.py compare --theirs A.txt ... --ours B.txt ... [--bound 0.02]
                               [--split BYTES]
       Per size and placement: median time over the runs of each tool, the
@@ -122,12 +130,62 @@ def cmd_check(a):
         problems += check_json(a.json, rows)
     if a.csv:
         problems += check_csv(a.csv, rows)
+    if a.mem is not None:
+        problems += check_mem(text, a.mem, a.mem_parallel_init)
     verdict = "FAIL" if problems else "ok"
     print(
         f"{verdict}: {len(rows)} rows, {skipped} skipped, avg busbw {avg}"
         + ("; " + "; ".join(problems[:5]) if problems else "")
     )
     return 1 if problems else 0
+
+
+MEM_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+MEM_NAMES = ["Initialization", "User-Allocated", "Collective", "Total"]
+
+
+def mem_report(text):
+    """The -M 1 line as [(name, bytes, shown text)], or an error string."""
+    lines = [l for l in text.splitlines() if l.startswith("# GPU memory usage")]
+    if len(lines) != 1:
+        return f"{len(lines)} '# GPU memory usage' lines, expected 1"
+    items = []
+    for part in lines[0].split(":", 1)[1].split("|"):
+        f = part.split()
+        if len(f) != 3 or f[2] not in MEM_UNITS:
+            return f"unreadable memory item {part.strip()!r}"
+        try:
+            items.append((f[0], float(f[1]) * MEM_UNITS[f[2]], f"{f[1]} {f[2]}"))
+        except ValueError:
+            return f"unreadable memory amount {part.strip()!r}"
+    if [i[0] for i in items] != MEM_NAMES:
+        return f"memory items {[i[0] for i in items]}, expected {MEM_NAMES}"
+    return items
+
+
+def check_mem(text, buffers, parallel_init):
+    items = mem_report(text)
+    if isinstance(items, str):
+        return [items]
+    (_, init, ti), (_, user, tu), (_, coll, tc), (_, total, tt) = items
+    problems = []
+    # Each amount is shown with 3 significant digits at most: 1% slack.
+    if abs(total - (init + user + coll)) > 0.01 * max(total, 1) + 0.01 * (init + user + abs(coll)):
+        problems.append(f"Total {tt} is not {ti} + {tu} + {tc}")
+    if parallel_init:
+        # nccl-tests' threadInit: communicators and buffers, then registration.
+        if init <= buffers:
+            problems.append(f"Initialization {ti} does not hold communicators and {buffers} B of buffers")
+        if user != 0:
+            problems.append(f"User-Allocated {tu} with -p 1 and no -R: expected 0 (registration only)")
+    else:
+        if init <= 0:
+            problems.append(f"Initialization {ti}: communicators take device memory")
+        if not buffers * 0.99 <= user <= 2 * buffers:
+            problems.append(f"User-Allocated {tu} is not the {buffers} B of buffers")
+    if coll < 0:
+        problems.append(f"Collective {tc} is negative")
+    return problems
 
 
 def check_json(path, rows):
@@ -287,6 +345,8 @@ def main():
     c.add_argument("--contains", action="append")
     c.add_argument("--json")
     c.add_argument("--csv")
+    c.add_argument("--mem", type=int, metavar="BUFFER_BYTES")
+    c.add_argument("--mem-parallel-init", action="store_true")
     m = sub.add_parser("compare")
     m.add_argument("--theirs", nargs="+", required=True)
     m.add_argument("--ours", nargs="+", required=True)

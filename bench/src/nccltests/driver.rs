@@ -32,6 +32,10 @@ pub struct Common<'a> {
     pub nranks: usize,
     /// This process's index in the communicator.
     pub proc: usize,
+    /// NCCL_TESTS_SPLIT made communicators of different sizes: their test
+    /// lists may differ, so they are compared before running (see
+    /// [`Thread::run_test`]).
+    pub uneven_split: bool,
     /// Largest size (after the memory cap).
     pub max_bytes: u64,
     /// Host name for messages.
@@ -146,12 +150,21 @@ impl<'a> Thread<'a> {
             RootMode::Sweep if o.root == -1 => (0..self.c.nranks as i32).collect(),
             RootMode::Sweep => vec![o.root],
         };
-        if self.c.coll.kind == super::colls::CollKind::HyperCube && !self.c.nranks.is_power_of_two()
-        {
+        let skip_all = self.c.coll.kind == super::colls::CollKind::HyperCube
+            && !self.c.nranks.is_power_of_two();
+        let reduces = matches!(self.c.coll.op_mode, OpMode::Reduce);
+        if self.c.uneven_split {
+            let n = if skip_all {
+                0
+            } else {
+                self.test_count(&types, &ops, reduces) * roots.len()
+            };
+            self.same_test_count(n)?;
+        }
+        if skip_all {
             println!("nRanks {} is not a power of 2, skipping", self.c.nranks);
             return Ok(());
         }
-        let reduces = matches!(self.c.coll.op_mode, OpMode::Reduce);
         for &dt in &types {
             for &(op, op_name) in &ops {
                 if reduces && !self.reduction_supported(dt, op, op_name)? {
@@ -163,6 +176,35 @@ impl<'a> Thread<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The (type, op) pairs the loop below will time (per root).
+    fn test_count(&self, types: &[DataType], ops: &[(RedOp, &str)], reduces: bool) -> usize {
+        types
+            .iter()
+            .map(|&dt| {
+                ops.iter()
+                    .filter(|&&(op, _)| !reduces || self.ranks.check_reduction(dt, op).is_ok())
+                    .count()
+            })
+            .sum()
+    }
+
+    /// Every test synchronizes every process of the run (as nccl-tests'
+    /// Allreduce over MPI_COMM_WORLD does), so communicators that would run
+    /// different numbers of tests (a root per rank with `-r -1`, hypercube
+    /// on a size that is not a power of 2, a type a 1-rank communicator
+    /// skips) would wait on each other forever: refuse that up front.
+    fn same_test_count(&self, n: usize) -> TestResult<()> {
+        let sync = self.c.sync;
+        let lo = sync.allreduce_f64(self.thread, n as f64, Average::Min)?;
+        let hi = sync.allreduce_f64(self.thread, n as f64, Average::Max)?;
+        if lo == hi {
+            return Ok(());
+        }
+        Err(TestError::InvalidUsage(format!(
+            "NCCL_TESTS_SPLIT made communicators of different sizes that would run different numbers of tests ({lo} and {hi}) and wait on each other forever: split into groups of equal size, or fix the root with -r"
+        )))
     }
 
     /// Whether the backend can run `dt`/`op`: a pair it cannot is skipped

@@ -11,7 +11,8 @@
 //!   timed iteration, as a crashed node would; the others must fail with a
 //!   message, not hang.
 //!
-//! Several hooks may be given, separated by commas.
+//! Several hooks may be given, separated by commas. R is a rank of the
+//! communicator: with NCCL_TESTS_SPLIT, rank R of every communicator.
 
 /// The hooks in effect.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

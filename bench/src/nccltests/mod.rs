@@ -7,6 +7,8 @@
 //! - [`colls`]: per-collective definitions (byte counts, bandwidth factor,
 //!   expected data) - the equivalent of `all_reduce.cu` & co.
 //! - [`driver`]: the measurement loop (`TimeTest`/`BenchTime`/`startColl`).
+//! - [`threads`]: the benchmark threads (`threadInit`/`threadRunTests`) and
+//!   [`memuse`]: where they read free memory for `-M 1`.
 //! - [`backend`]: the [`backend::Backend`] abstraction a collective library
 //!   plugs into (host, MPI, later NCCL).
 //! - [`bootstrap`]: process launch and rendezvous (single, MPI, TCP).
@@ -23,10 +25,12 @@ pub mod driver;
 pub mod errors;
 pub mod getopt;
 pub mod hooks;
+pub mod memuse;
 pub mod options;
 pub mod output;
 pub mod run;
 pub mod sync;
+pub mod threads;
 pub mod timer;
 pub mod types;
 pub mod verifiable;

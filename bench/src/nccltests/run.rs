@@ -6,12 +6,14 @@ use super::backend::{self, Backend, RankSlot, Ranks};
 use super::bootstrap::{self, Bootstrap, Combine, hosthash};
 use super::colls::Collective;
 use super::cparse::{atof, atoi, strtoul};
-use super::driver::{Common, Thread, ThreadTotals};
+use super::driver::Common;
 use super::errors::{EXIT_WRONG_RESULTS, TestError, TestResult};
 use super::hooks::Hooks;
+use super::memuse::{self, MemUse};
 use super::options::{self, Options, Parsed, Printed};
 use super::output::{Output, text::DeviceLine};
 use super::sync::ProcessSync;
+use super::threads::{alloc_all, run_threads};
 
 /// Runs the benchmark for `coll` with the process's arguments and returns
 /// the exit status. Binaries call this from `main`.
@@ -87,6 +89,8 @@ struct Place {
     color: i32,
     group_procs: usize,
     group_proc: usize,
+    /// Split communicators of different sizes.
+    uneven: bool,
 }
 
 fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
@@ -105,6 +109,8 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
         .collect();
     let group_procs = colors.iter().filter(|&&c| c == color).count();
     let group_proc = colors[..proc].iter().filter(|&&c| c == color).count();
+    let size_of = |c: i32| colors.iter().filter(|&&x| x == c).count();
+    let uneven = colors.iter().any(|&c| size_of(c) != group_procs);
     Ok(Place {
         proc,
         total_procs,
@@ -112,6 +118,7 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
         color,
         group_procs,
         group_proc,
+        uneven,
     })
 }
 
@@ -176,7 +183,10 @@ fn run(
     if let Some(path) = opts.csv_file.clone() {
         out.open_csv(&path).map_err(TestError::InvalidUsage)?;
     }
-    let be = backend::create(&opts, &boot)?;
+    // Split only when the colors differ: every process then agrees, and a
+    // run whose processes share one color keeps its plain communicator.
+    let split = (pl.group_procs < pl.total_procs).then_some(pl.color);
+    let be = backend::create(&opts, &boot, split)?;
     check_threading(&opts, &*boot)?;
     let per_proc = (opts.nthreads * opts.ngpus) as usize;
     let gpu0 = std::env::var("NCCL_TESTS_DEVICE")
@@ -200,18 +210,13 @@ fn run(
     let mut features = be.features();
     features.type_count =
         bootstrap::allreduce_i64(&*boot, features.type_count as i64, Combine::Min)? as usize;
-    let devices: Vec<i32> = slots.iter().flatten().map(|s| s.device).collect();
-    let free0 = free_mem(&*be, &devices);
-    let mut free1 = free0.clone();
-    let mut ranks: Vec<Option<Box<dyn Ranks>>> = if opts.parallel_init == 0 {
-        let mut v = be.init_ranks(&id, nranks, &slots)?;
-        free1 = free_mem(&*be, &devices);
-        alloc_all(&mut v, &opts)?;
-        v.into_iter().map(Some).collect()
+    let (mut ranks, setup_mem) = if opts.parallel_init == 0 {
+        init_all(&*be, &id, nranks, &slots, &opts)?
     } else {
-        (0..slots.len()).map(|_| None).collect()
+        // Each thread creates its own (threads::init_thread).
+        let none = (0..slots.len()).map(|_| None).collect();
+        (none, MemUse::default())
     };
-    let free2 = free_mem(&*be, &devices);
     out.result_header();
     let common = Common {
         opts: &opts,
@@ -221,22 +226,15 @@ fn run(
         features,
         nranks,
         proc: pl.group_proc,
+        uneven_split: pl.uneven,
         max_bytes: opts.max_bytes,
         hostname: host,
     };
-    let (totals, finished) = run_threads(&common, &*be, &id, &slots, &mut ranks, &mut out)?;
-    let free3 = free_mem(&*be, &devices);
+    let done = run_threads(&common, &*be, &id, &slots, &mut ranks, &mut out)?;
+    let totals = done.totals;
     let errors = bootstrap::allreduce_i64(&*boot, totals.errors, Combine::Sum)?;
-    let mem = [
-        used_between(&free0, &free1),
-        used_between(&free1, &free2),
-        used_between(&free2, &free3),
-    ];
-    let mut mem_max = [0i64; 3];
-    for (m, v) in mem_max.iter_mut().zip(mem) {
-        *m = bootstrap::allreduce_i64(&*boot, v, Combine::Max)?;
-    }
-    for mut r in finished {
+    let mem = setup_mem.max(done.mem).max_over(&*boot)?;
+    for mut r in done.ranks {
         r.finish()?;
     }
     let check_avg_bw = std::env::var("NCCL_TESTS_MIN_BW")
@@ -249,7 +247,7 @@ fn run(
     };
     out.footer(errors, bw, check_avg_bw, &opts.program_name);
     if opts.memory_report != 0 {
-        out.mem_info(mem_max[0], mem_max[1], mem_max[2]);
+        out.mem_info(mem.init, mem.user, mem.coll);
     }
     out.errors(&be.last_error());
     out.finalize().map_err(TestError::Internal)?;
@@ -257,23 +255,30 @@ fn run(
     Ok(if failed { EXIT_WRONG_RESULTS } else { 0 })
 }
 
-/// Free memory of each device (0 when the backend cannot tell).
-fn free_mem(be: &dyn Backend, devices: &[i32]) -> Vec<i64> {
-    devices
-        .iter()
-        .map(|&d| be.free_mem(d).map_or(0, |f| f as i64))
-        .collect()
-}
+type AllRanks = Vec<Option<Box<dyn Ranks>>>;
 
-/// The largest drop in free memory over the devices (nccl-tests' -M
-/// figures: initialization, user buffers, collectives).
-fn used_between(before: &[i64], after: &[i64]) -> i64 {
-    before
-        .iter()
-        .zip(after)
-        .map(|(b, a)| b - a)
-        .max()
-        .unwrap_or(0)
+/// Without `-p`: every thread's communicators and buffers from this
+/// thread, with nccl-tests' Initialization and User-Allocated readings
+/// (over the first thread's devices, as its loops run over `nGpus` only).
+fn init_all(
+    be: &dyn Backend,
+    id: &[u8],
+    nranks: usize,
+    slots: &[Vec<RankSlot>],
+    opts: &Options,
+) -> TestResult<(AllRanks, MemUse)> {
+    let devs = slots.first().map_or_else(Vec::new, |s| memuse::devices(s));
+    let f0 = memuse::free_now(be, &devs);
+    let mut v = be.init_ranks(id, nranks, slots)?;
+    let f1 = memuse::free_now(be, &devs);
+    alloc_all(&mut v, opts)?;
+    let f2 = memuse::free_now(be, &devs);
+    let mem = MemUse {
+        init: memuse::largest_drop(0, &f0, &f1),
+        user: memuse::largest_drop(0, &f1, &f2),
+        ..MemUse::default()
+    };
+    Ok((v.into_iter().map(Some).collect(), mem))
 }
 
 fn check_threading(o: &Options, boot: &dyn Bootstrap) -> TestResult<()> {
@@ -288,30 +293,6 @@ fn check_threading(o: &Options, boot: &dyn Bootstrap) -> TestResult<()> {
         }
     }
     let _ = (o, boot);
-    Ok(())
-}
-
-/// Allocates (and with `-R` registers) every thread's buffers from this
-/// thread inside one group, as nccl-tests does: window registration is
-/// collective, so the ranks of one process must register together.
-fn alloc_all(v: &mut [Box<dyn Ranks>], o: &Options) -> TestResult<()> {
-    let Some((first, rest)) = v.split_first_mut() else {
-        return Ok(());
-    };
-    first.group_start()?;
-    let res = std::iter::once(first.as_mut())
-        .chain(rest.iter_mut().map(|r| r.as_mut()))
-        .try_for_each(|r| alloc_ranks(r, o));
-    let end = v[0].group_end();
-    res.and(end)
-}
-
-fn alloc_ranks(r: &mut dyn Ranks, o: &Options) -> TestResult<()> {
-    let bytes = o.max_bytes as usize + 8 * o.unalign.max(0) as usize;
-    r.alloc(bytes, bytes)?;
-    if o.local_register != 0 {
-        r.register(o.local_register)?;
-    }
     Ok(())
 }
 
@@ -467,69 +448,6 @@ fn unique_id(be: &dyn Backend, boot: &dyn Bootstrap, pl: &Place) -> TestResult<V
         .position(|c| i32::from_le_bytes(c.try_into().unwrap_or([0; 4])) == pl.color)
         .unwrap_or(0);
     Ok(all.get(leader).cloned().unwrap_or_default())
-}
-
-type Finished = Vec<Box<dyn Ranks>>;
-
-/// Runs thread 0 here and the others on scoped threads; sums their totals.
-fn run_threads(
-    c: &Common,
-    be: &dyn Backend,
-    id: &[u8],
-    slots: &[Vec<RankSlot>],
-    ranks: &mut [Option<Box<dyn Ranks>>],
-    out: &mut Output,
-) -> TestResult<(ThreadTotals, Finished)> {
-    let body = |t: usize,
-                r: Option<Box<dyn Ranks>>,
-                out: Option<&mut Output>|
-     -> TestResult<(Box<dyn Ranks>, ThreadTotals)> {
-        let r = match r {
-            Some(r) => r,
-            None => {
-                let mut v = be.init_ranks(id, c.nranks, &slots[t..t + 1])?;
-                let mut r = v
-                    .pop()
-                    .ok_or_else(|| TestError::Internal("no ranks".into()))?;
-                alloc_ranks(r.as_mut(), c.opts)?;
-                r
-            }
-        };
-        let mut th = Thread::new(c, t, r, out);
-        th.run_test()?;
-        Ok(th.into_parts())
-    };
-    let mut taken: Vec<Option<Box<dyn Ranks>>> = ranks.iter_mut().map(Option::take).collect();
-    let first = taken.first_mut().and_then(Option::take);
-    let results: Vec<TestResult<(Box<dyn Ranks>, ThreadTotals)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = taken
-            .iter_mut()
-            .enumerate()
-            .skip(1)
-            .map(|(t, r)| {
-                let r = r.take();
-                let body = &body;
-                s.spawn(move || body(t, r, None))
-            })
-            .collect();
-        let mut res = vec![body(0, first, Some(out))];
-        for h in handles {
-            res.push(h.join().unwrap_or_else(|_| {
-                Err(TestError::Internal("a benchmark thread panicked".into()))
-            }));
-        }
-        res
-    });
-    let mut total = ThreadTotals::default();
-    let mut finished = Vec::new();
-    for r in results {
-        let (ranks, t) = r?;
-        total.errors += t.errors;
-        total.bw_sum += t.bw_sum;
-        total.bw_count += t.bw_count;
-        finished.push(ranks);
-    }
-    Ok((total, finished))
 }
 
 #[cfg(test)]

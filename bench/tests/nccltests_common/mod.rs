@@ -186,3 +186,55 @@ pub fn mpirun() -> Option<Command> {
     .env_remove("ERDMA_BENCH_HOOK");
     Some(c)
 }
+
+/// The Group column of the "#  Rank" device lines, in order.
+pub fn groups(text: &str) -> Vec<i32> {
+    text.lines()
+        .filter(|l| l.starts_with("#  Rank "))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let at = f.iter().position(|&w| w == "Group")?;
+            f.get(at + 1)?.parse().ok()
+        })
+        .collect()
+}
+
+/// A JSON report path in the temp directory, unique to this test process.
+pub fn temp_json(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("nccltests-{tag}-{}.json", std::process::id()))
+}
+
+/// (algbw, busbw) of every placement of every result of a JSON report;
+/// removes the file.
+pub fn bandwidths(path: &std::path::Path) -> Vec<(f64, f64)> {
+    let text = std::fs::read_to_string(path).expect("JSON report");
+    std::fs::remove_file(path).expect("remove JSON report");
+    let j: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let mut bw = Vec::new();
+    for r in j["results"].as_array().expect("results") {
+        for p in ["out_of_place", "in_place"] {
+            let alg = r[p]["alg_bw"].as_f64().expect("alg_bw");
+            let bus = r[p]["bus_bw"].as_f64().expect("bus_bw");
+            bw.push((alg, bus));
+        }
+    }
+    bw
+}
+
+/// Asserts busbw = algbw x all_reduce's 2(n-1)/n for `n` ranks, within the
+/// rounding of JSON's six decimals, and that some result is large enough
+/// for that to tell n from its neighbours.
+pub fn assert_allreduce_factor(bw: &[(f64, f64)], n: usize, what: &str) {
+    let want = 2.0 * (n as f64 - 1.0) / n as f64;
+    for &(alg, bus) in bw {
+        let slack = 5e-7 * (1.0 + want) + 1e-12;
+        assert!(
+            (bus - alg * want).abs() <= slack,
+            "{what}: algbw {alg} busbw {bus}, want a factor {want} for {n} ranks"
+        );
+    }
+    assert!(
+        bw.iter().any(|&(alg, _)| alg > 2e-4),
+        "{what}: every algbw too small to check the factor: {bw:?}"
+    );
+}

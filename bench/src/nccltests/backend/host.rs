@@ -8,6 +8,14 @@
 //! Within a process, ranks post calls to a shared queue; the thread whose
 //! call completes a round (every local rank has posted op k) runs op k for
 //! all local ranks. Ops complete in order on every rank, like NCCL's.
+//!
+//! NCCL_TESTS_SPLIT: as in nccl-tests the color belongs to the process, so
+//! all threads of a process share one communicator; the exchange runs over
+//! the bootstrap split by color (`MPI_Comm_split`, so it needs the MPI
+//! bootstrap: mpirun).
+//!
+//! `-M` sees each rank's send and receive buffers as the memory used on
+//! its "device" (see [`HostBackend::free_mem`]).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -15,7 +23,7 @@ use std::time::Duration;
 
 use super::hostcoll::{self, input_bytes, output_bytes, range_err};
 use super::hostevents::{HostEvents, wait_done};
-use super::{Backend, BufRef, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
+use super::{Backend, BufRef, CollCall, DeviceInfo, Poll, RankSlot, Ranks};
 use crate::nccltests::bootstrap::Bootstrap;
 use crate::nccltests::colls::Target;
 use crate::nccltests::errors::{TestError, TestResult};
@@ -36,6 +44,8 @@ pub struct HostBackend {
 struct Mem {
     send: Vec<u8>,
     recv: Vec<u8>,
+    /// The device index of the rank (for `-M`), once created.
+    device: Option<i32>,
 }
 
 impl Mem {
@@ -78,12 +88,21 @@ struct Shared {
 }
 
 impl HostBackend {
-    /// A host backend over a duplicate channel of `boot`.
-    pub fn new(boot: Arc<dyn Bootstrap>, o: &Options) -> TestResult<HostBackend> {
+    /// A host backend over a duplicate channel of `boot`, or with `split`
+    /// over the processes of that color only (collective over `boot`).
+    pub fn new(
+        boot: &Arc<dyn Bootstrap>,
+        o: &Options,
+        split: Option<i32>,
+    ) -> TestResult<HostBackend> {
         let local_count = (o.nthreads.max(1) * o.ngpus.max(1)) as usize;
         let timeout = (o.timeout > 0).then(|| Duration::from_secs(o.timeout as u64));
+        let channel = match split {
+            Some(color) => boot.split(color)?,
+            None => boot.dup()?,
+        };
         Ok(HostBackend {
-            boot: boot.dup()?,
+            boot: channel,
             local_count,
             timeout,
             shared: Mutex::new(None),
@@ -102,6 +121,7 @@ impl HostBackend {
                         Mutex::new(Mem {
                             send: vec![],
                             recv: vec![],
+                            device: None,
                         })
                     })
                     .collect(),
@@ -138,11 +158,14 @@ impl Backend for HostBackend {
     fn create_id(&self) -> TestResult<Vec<u8>> {
         Ok(Vec::new())
     }
-    /// Host memory held by this process's buffers, as if it were one device.
-    fn free_mem(&self, _device: i32) -> Option<u64> {
+    /// A fixed "total" minus the send and receive buffers of the ranks on
+    /// `device`: so `-M` shows Initialization 0 (a host communicator holds
+    /// no buffers), User-Allocated = those buffers, Collective 0 (a round's
+    /// temporaries are freed before it completes).
+    fn free_mem(&self, device: i32) -> Option<u64> {
         let s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        let used = s.as_ref().map_or(0, |sh| sh.used_bytes());
-        Some(HOST_MEM - used)
+        let used = s.as_ref().map_or(0, |sh| sh.used_bytes(Some(device)));
+        Some(HOST_MEM.saturating_sub(used))
     }
     fn init_ranks(
         &self,
@@ -151,7 +174,11 @@ impl Backend for HostBackend {
         threads: &[Vec<RankSlot>],
     ) -> TestResult<Vec<Box<dyn Ranks>>> {
         if nranks != self.boot.size() * self.local_count {
-            return Err(unsupported("host", "NCCL_TESTS_SPLIT"));
+            return Err(TestError::Internal(format!(
+                "host backend: a communicator of {nranks} ranks over {} processes of {} ranks each",
+                self.boot.size(),
+                self.local_count
+            )));
         }
         let shared = self.shared(nranks);
         threads
@@ -159,12 +186,18 @@ impl Backend for HostBackend {
             .map(|slots| {
                 let locals = slots
                     .iter()
-                    .map(|s| s.rank - shared.first_rank)
+                    .map(|s| s.rank.wrapping_sub(shared.first_rank))
                     .collect::<Vec<_>>();
                 if locals.iter().any(|&l| l >= self.local_count) {
                     return Err(TestError::Internal(
                         "host backend: rank outside this process".into(),
                     ));
+                }
+                for (s, &l) in slots.iter().zip(&locals) {
+                    shared.mem[l]
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .device = Some(s.device);
                 }
                 Ok(Box::new(HostRanks {
                     shared: shared.clone(),
@@ -180,12 +213,17 @@ impl Backend for HostBackend {
 }
 
 impl Shared {
-    fn used_bytes(&self) -> u64 {
+    /// Buffer bytes of the local ranks on `device` (None: all of them).
+    fn used_bytes(&self, device: Option<i32>) -> u64 {
         self.mem
             .iter()
             .map(|m| {
                 let m = m.lock().unwrap_or_else(|p| p.into_inner());
-                (m.send.len() + m.recv.len()) as u64
+                if device.is_none() || m.device == device {
+                    (m.send.capacity() + m.recv.capacity()) as u64
+                } else {
+                    0
+                }
             })
             .sum()
     }
@@ -411,7 +449,15 @@ impl Ranks for HostRanks {
     fn event_elapsed_ms(&mut self, _i: usize, a: usize, b: usize) -> TestResult<f32> {
         self.events.elapsed_ms(a, b)
     }
-    fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
-        Some((HOST_MEM - self.shared.used_bytes(), HOST_MEM))
+    fn mem_info(&self, i: usize) -> Option<(u64, u64)> {
+        let l = *self.locals.get(i)?;
+        let device = self.shared.mem[l]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .device;
+        Some((
+            HOST_MEM.saturating_sub(self.shared.used_bytes(device)),
+            HOST_MEM,
+        ))
     }
 }

@@ -51,7 +51,7 @@ use std::sync::Arc;
 
 use super::bootstrap::Bootstrap;
 use super::colls::{CollKind, Target};
-use super::errors::{TestError, TestResult};
+use super::errors::TestResult;
 use super::options::{BackendKind, Options};
 use super::types::{DataType, Features, RedOp};
 
@@ -245,22 +245,40 @@ pub trait Ranks: Send {
 
 /// Creates the backend chosen with `--backend`. `boot` is the launch's
 /// bootstrap (the host backend moves data through a duplicate of it).
-pub fn create(o: &Options, boot: &Arc<dyn Bootstrap>) -> TestResult<Arc<dyn Backend>> {
+/// `split` is this process's color when NCCL_TESTS_SPLIT/_MASK divides the
+/// processes into several communicators (None: one communicator of all):
+/// the host-memory backends then talk only to the processes of that color,
+/// as nccl-tests' `MPI_Comm_split(MPI_COMM_WORLD, color, proc)` does. NCCL
+/// needs nothing more: each group's leader makes its own unique id.
+/// Every process must call this (it may be collective over `boot`).
+pub fn create(
+    o: &Options,
+    boot: &Arc<dyn Bootstrap>,
+    split: Option<i32>,
+) -> TestResult<Arc<dyn Backend>> {
     match o.backend {
         BackendKind::Nccl => nccl::create(o),
-        BackendKind::Host => Ok(Arc::new(host::HostBackend::new(boot.clone(), o)?)),
-        BackendKind::Mpi => create_mpi(o, boot),
+        BackendKind::Host => Ok(Arc::new(host::HostBackend::new(boot, o, split)?)),
+        BackendKind::Mpi => create_mpi(o, boot, split),
     }
 }
 
 #[cfg(feature = "mpi")]
-fn create_mpi(o: &Options, boot: &Arc<dyn Bootstrap>) -> TestResult<Arc<dyn Backend>> {
-    Ok(Arc::new(mpi::MpiBackend::new(o, boot)?))
+fn create_mpi(
+    o: &Options,
+    boot: &Arc<dyn Bootstrap>,
+    split: Option<i32>,
+) -> TestResult<Arc<dyn Backend>> {
+    Ok(Arc::new(mpi::MpiBackend::new(o, boot, split)?))
 }
 
 #[cfg(not(feature = "mpi"))]
-fn create_mpi(_o: &Options, _boot: &Arc<dyn Bootstrap>) -> TestResult<Arc<dyn Backend>> {
-    Err(TestError::NotImplemented(
+fn create_mpi(
+    _o: &Options,
+    _boot: &Arc<dyn Bootstrap>,
+    _split: Option<i32>,
+) -> TestResult<Arc<dyn Backend>> {
+    Err(super::errors::TestError::NotImplemented(
         "the mpi backend is not available: this binary was built without the `mpi` feature".into(),
     ))
 }
@@ -271,9 +289,4 @@ pub fn probe_features(kind: BackendKind) -> (Features, i32) {
         BackendKind::Nccl => nccl::probe(),
         _ => (Features::ALL, 0),
     }
-}
-
-/// A not-supported error naming the backend.
-pub(crate) fn unsupported(backend: &str, what: &str) -> TestError {
-    TestError::NotImplemented(format!("{what} is not supported by the {backend} backend"))
 }

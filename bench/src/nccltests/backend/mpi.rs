@@ -10,15 +10,26 @@
 //! afterwards, as NCCL does. In-place calls copy the input to scratch, since
 //! MPI forbids aliased buffers and MPI_IN_PLACE is not exported by the
 //! bindings.
+//!
+//! NCCL_TESTS_SPLIT: the communicator is `MPI_Comm_split(MPI_COMM_WORLD,
+//! color, world rank)`, as nccl-tests splits its MPI communicator, so each
+//! color reduces among its own processes.
+//!
+//! `-M` sees this process's host buffers (send, receive, and the scratch
+//! copies the collectives keep) as its "device" memory: Initialization 0,
+//! User-Allocated the send and receive buffers, Collective the scratch
+//! grown during the run.
 
 use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use mpi::ffi;
 
 use super::hostcoll::{self, input_bytes, pre};
 use super::hostevents::{HostEvents, wait_done};
-use super::{Backend, CollCall, DeviceInfo, Poll, RankSlot, Ranks, unsupported};
+use super::{Backend, CollCall, DeviceInfo, Poll, RankSlot, Ranks};
 use crate::nccltests::bootstrap::Bootstrap;
 use crate::nccltests::bootstrap::mpi::{check, lock};
 use crate::nccltests::colls::{CollKind, Target};
@@ -27,16 +38,26 @@ use crate::nccltests::options::Options;
 use crate::nccltests::types::{DataType, Features, RedOp};
 use crate::nccltests::verifiable::{combine, post_op};
 
+/// Memory reported as the "device" total (host memory is not capped here).
+const HOST_MEM: u64 = 1 << 60;
+
 /// The MPI backend.
 pub struct MpiBackend {
-    rank: usize,
-    size: usize,
+    world_rank: usize,
+    split: Option<i32>,
     timeout: Option<Duration>,
+    /// Bytes of host buffers held by this process's rank (for `-M`).
+    used: Arc<AtomicU64>,
 }
 
 impl MpiBackend {
-    /// Checks the launch suits the MPI backend.
-    pub fn new(o: &Options, boot: &std::sync::Arc<dyn Bootstrap>) -> TestResult<MpiBackend> {
+    /// Checks the launch suits the MPI backend; `split` is the process's
+    /// color when NCCL_TESTS_SPLIT divides the processes.
+    pub fn new(
+        o: &Options,
+        boot: &Arc<dyn Bootstrap>,
+        split: Option<i32>,
+    ) -> TestResult<MpiBackend> {
         if boot.name() != "MPI" {
             return Err(TestError::NotImplemented(
                 "the mpi backend needs an MPI launch (mpirun, or --bootstrap mpi)".into(),
@@ -49,10 +70,44 @@ impl MpiBackend {
         }
         let timeout = (o.timeout > 0).then(|| Duration::from_secs(o.timeout as u64));
         Ok(MpiBackend {
-            rank: boot.rank(),
-            size: boot.size(),
+            world_rank: boot.rank(),
+            split,
             timeout,
+            used: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// The rank's communicator: a duplicate of MPI_COMM_WORLD, or its split
+    /// by color keyed by world rank (nccl-tests' `MPI_Comm_split(
+    /// MPI_COMM_WORLD, color, proc)`). Collective over MPI_COMM_WORLD.
+    /// Returns the communicator with this process's rank and size in it.
+    fn communicator(&self) -> TestResult<(ffi::MPI_Comm, usize, usize)> {
+        let _g = lock();
+        // SAFETY: MPI is initialized (the bootstrap is MPI) and the lock is
+        // held; Comm_dup/Comm_split write a new handle into `comm` and
+        // Comm_rank/Comm_size write one int each.
+        unsafe {
+            let mut comm: ffi::MPI_Comm = std::mem::zeroed();
+            match self.split {
+                Some(color) => check(
+                    ffi::MPI_Comm_split(
+                        ffi::RSMPI_COMM_WORLD,
+                        color,
+                        self.world_rank as c_int,
+                        &mut comm,
+                    ),
+                    "MPI_Comm_split",
+                )?,
+                None => check(
+                    ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm),
+                    "MPI_Comm_dup",
+                )?,
+            }
+            let (mut rank, mut size): (c_int, c_int) = (0, 0);
+            check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
+            check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
+            Ok((comm, rank.max(0) as usize, size.max(0) as usize))
+        }
     }
 }
 
@@ -79,36 +134,36 @@ impl Backend for MpiBackend {
     fn create_id(&self) -> TestResult<Vec<u8>> {
         Ok(Vec::new())
     }
+    /// The host buffers of this process's rank (see the module docs).
+    fn free_mem(&self, _device: i32) -> Option<u64> {
+        Some(HOST_MEM.saturating_sub(self.used.load(Ordering::Relaxed)))
+    }
     fn init_ranks(
         &self,
         _id: &[u8],
         nranks: usize,
         threads: &[Vec<RankSlot>],
     ) -> TestResult<Vec<Box<dyn Ranks>>> {
-        if nranks != self.size
-            || threads.len() != 1
-            || threads[0].len() != 1
-            || threads[0][0].rank != self.rank
-        {
-            return Err(unsupported("mpi", "NCCL_TESTS_SPLIT"));
+        let (comm, rank, size) = self.communicator()?;
+        let slot = match threads {
+            [t] if t.len() == 1 => Some(t[0].rank),
+            _ => None,
+        };
+        if size != nranks || slot != Some(rank) {
+            return Err(TestError::Internal(format!(
+                "mpi backend: the MPI communicator has rank {rank} of {size}, the harness expected {slot:?} of {nranks} (one rank per process)"
+            )));
         }
         let _g = lock();
-        // SAFETY: MPI is initialized (the bootstrap is MPI); Comm_dup writes
-        // a new handle into `comm`; user ops are created from extern "C"
-        // functions with the MPI_User_function signature.
-        let (comm, ops) = unsafe {
-            let mut comm: ffi::MPI_Comm = std::mem::zeroed();
-            check(
-                ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm),
-                "MPI_Comm_dup",
-            )?;
-            (comm, user_ops::create()?)
-        };
+        // SAFETY: MPI is initialized and the lock held; user ops are created
+        // from extern "C" functions with the MPI_User_function signature.
+        let ops = unsafe { user_ops::create()? };
         Ok(vec![Box::new(MpiRanks {
             comm,
             ops,
-            rank: self.rank,
-            size: self.size,
+            rank,
+            size,
+            used: self.used.clone(),
             send: Vec::new(),
             recv: Vec::new(),
             requests: Vec::new(),
@@ -136,6 +191,9 @@ pub struct MpiRanks {
     ops: user_ops::Ops,
     rank: usize,
     size: usize,
+    /// Bytes held in `send`, `recv` and `scratch` (shared with the backend
+    /// for `-M`).
+    used: Arc<AtomicU64>,
     send: Vec<u8>,
     recv: Vec<u8>,
     requests: Vec<ffi::MPI_Request>,
@@ -249,9 +307,15 @@ impl MpiRanks {
         let k = self.used_scratch;
         self.used_scratch += 1;
         let s = &mut self.scratch[k];
+        let before = s.capacity();
         // Never empty: an empty Vec's dangling pointer (0x1) is Open MPI's
         // MPI_IN_PLACE.
         s.resize(len.max(1), 0);
+        // Scratch is kept for later calls: memory the collectives use.
+        let grown = s.capacity().saturating_sub(before) as u64;
+        if grown > 0 {
+            self.used.fetch_add(grown, Ordering::Relaxed);
+        }
         // SAFETY: src points at `len` readable bytes (buf_ptr checked) and
         // `s` is a distinct allocation of `len` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src, s.as_mut_ptr(), len) };
@@ -481,6 +545,9 @@ impl Ranks for MpiRanks {
     fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()> {
         self.send = vec![0; send_bytes];
         self.recv = vec![0; recv_bytes];
+        let scratch: usize = self.scratch.iter().map(Vec::capacity).sum();
+        let held = self.send.capacity() + self.recv.capacity() + scratch;
+        self.used.store(held as u64, Ordering::Relaxed);
         Ok(())
     }
     fn zero(&mut self, _i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()> {
@@ -581,8 +648,8 @@ impl Ranks for MpiRanks {
         self.events.elapsed_ms(a, b)
     }
     fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
-        let total = 1u64 << 60;
-        Some((total - (self.send.len() + self.recv.len()) as u64, total))
+        let used = self.used.load(Ordering::Relaxed);
+        Some((HOST_MEM.saturating_sub(used), HOST_MEM))
     }
 }
 

@@ -338,7 +338,7 @@ impl Bootstrap for Tcp {
     }
     fn split(&self, _color: i32) -> TestResult<Arc<dyn Bootstrap>> {
         Err(TestError::NotImplemented(
-            "NCCL_TESTS_SPLIT with a host-memory backend needs the MPI bootstrap".into(),
+            "NCCL_TESTS_SPLIT with the host backend needs the MPI bootstrap (launch with mpirun), not TCP".into(),
         ))
     }
     fn abort(&self, code: i32) -> ! {

@@ -1,0 +1,163 @@
+//! The process's benchmark threads (nccl-tests' `threadInit`,
+//! `threadRunTests` and the launch/join loop of `run`): thread 0 runs on
+//! the calling thread, the others on scoped threads; each measures its
+//! `-M` figures where nccl-tests does ([`super::memuse`]).
+
+use super::backend::{Backend, RankSlot, Ranks};
+use super::driver::{Common, Thread, ThreadTotals};
+use super::errors::{TestError, TestResult};
+use super::memuse::{self, MemUse};
+use super::options::Options;
+use super::output::Output;
+
+/// What the threads leave behind.
+pub struct Finished {
+    /// Wrong-data counts and bandwidths, summed over threads.
+    pub totals: ThreadTotals,
+    /// Every thread's ranks, to finish after the run.
+    pub ranks: Vec<Box<dyn Ranks>>,
+    /// The threads' `-M` figures, the largest of each.
+    pub mem: MemUse,
+}
+
+struct ThreadEnd {
+    ranks: Box<dyn Ranks>,
+    totals: ThreadTotals,
+    mem: MemUse,
+}
+
+/// Bytes of each send and receive buffer: `max_bytes` plus room for `-u`.
+fn buffer_bytes(o: &Options) -> usize {
+    o.max_bytes as usize + 8 * o.unalign.max(0) as usize
+}
+
+/// Allocates (and with `-R` registers) every thread's buffers from this
+/// thread inside one group, as nccl-tests does: window registration is
+/// collective, so the ranks of one process must register together.
+pub fn alloc_all(v: &mut [Box<dyn Ranks>], o: &Options) -> TestResult<()> {
+    let Some((first, rest)) = v.split_first_mut() else {
+        return Ok(());
+    };
+    first.group_start()?;
+    let res = std::iter::once(first.as_mut())
+        .chain(rest.iter_mut().map(|r| r.as_mut()))
+        .try_for_each(|r| alloc_ranks(r, o));
+    let end = v[0].group_end();
+    res.and(end)
+}
+
+fn alloc_ranks(r: &mut dyn Ranks, o: &Options) -> TestResult<()> {
+    let bytes = buffer_bytes(o);
+    r.alloc(bytes, bytes)?;
+    if o.local_register != 0 {
+        r.register(o.local_register)?;
+    }
+    Ok(())
+}
+
+/// `-p 1`: the thread creates its own communicators and buffers
+/// (`threadInit`), measuring Initialization up to the buffers and
+/// User-Allocated across the registration, as nccl-tests does.
+fn init_thread(
+    c: &Common,
+    be: &dyn Backend,
+    id: &[u8],
+    slots: &[RankSlot],
+) -> TestResult<(Box<dyn Ranks>, MemUse)> {
+    let devs = memuse::devices(slots);
+    let f0 = memuse::free_now(be, &devs);
+    let mut v = be.init_ranks(id, c.nranks, &[slots.to_vec()])?;
+    let mut r = v
+        .pop()
+        .ok_or_else(|| TestError::Internal("no ranks".into()))?;
+    let bytes = buffer_bytes(c.opts);
+    r.alloc(bytes, bytes)?;
+    let f1 = memuse::free_now(be, &devs);
+    if c.opts.local_register != 0 {
+        r.register(c.opts.local_register)?;
+    }
+    let f2 = memuse::free_now(be, &devs);
+    let mem = MemUse {
+        init: memuse::largest_drop(0, &f0, &f1),
+        user: memuse::largest_drop(0, &f1, &f2),
+        ..MemUse::default()
+    };
+    Ok((r, mem))
+}
+
+/// One thread: its setup with `-p 1` (`r` is None), then its tests,
+/// measured for Collective (`threadRunTests`).
+fn thread_body(
+    c: &Common,
+    be: &dyn Backend,
+    id: &[u8],
+    slots: &[RankSlot],
+    t: usize,
+    r: Option<Box<dyn Ranks>>,
+    out: Option<&mut Output>,
+) -> TestResult<ThreadEnd> {
+    let (r, setup) = match r {
+        Some(r) => (r, MemUse::default()),
+        None => init_thread(c, be, id, slots)?,
+    };
+    let devs = memuse::devices(slots);
+    let before = memuse::free_now(be, &devs);
+    let mut th = Thread::new(c, t, r, out);
+    th.run_test()?;
+    let after = memuse::free_now(be, &devs);
+    let (ranks, totals) = th.into_parts();
+    let mem = MemUse {
+        coll: memuse::largest_drop(i64::MIN, &before, &after),
+        ..setup
+    };
+    Ok(ThreadEnd { ranks, totals, mem })
+}
+
+/// Runs thread 0 here and the others on scoped threads; sums their totals
+/// and takes the largest of their `-M` figures.
+pub fn run_threads(
+    c: &Common,
+    be: &dyn Backend,
+    id: &[u8],
+    slots: &[Vec<RankSlot>],
+    ranks: &mut [Option<Box<dyn Ranks>>],
+    out: &mut Output,
+) -> TestResult<Finished> {
+    let Some(slots0) = slots.first() else {
+        return Err(TestError::Internal("no benchmark threads".into()));
+    };
+    let mut taken: Vec<Option<Box<dyn Ranks>>> = ranks.iter_mut().map(Option::take).collect();
+    let first = taken.first_mut().and_then(Option::take);
+    let results: Vec<TestResult<ThreadEnd>> = std::thread::scope(|s| {
+        let handles: Vec<_> = taken
+            .iter_mut()
+            .enumerate()
+            .skip(1)
+            .map(|(t, r)| {
+                let r = r.take();
+                s.spawn(move || thread_body(c, be, id, &slots[t], t, r, None))
+            })
+            .collect();
+        let mut res = vec![thread_body(c, be, id, slots0, 0, first, Some(out))];
+        for h in handles {
+            res.push(h.join().unwrap_or_else(|_| {
+                Err(TestError::Internal("a benchmark thread panicked".into()))
+            }));
+        }
+        res
+    });
+    let mut done = Finished {
+        totals: ThreadTotals::default(),
+        ranks: Vec::new(),
+        mem: MemUse::default(),
+    };
+    for r in results {
+        let end = r?;
+        done.totals.errors += end.totals.errors;
+        done.totals.bw_sum += end.totals.bw_sum;
+        done.totals.bw_count += end.totals.bw_count;
+        done.mem = done.mem.max(end.mem);
+        done.ranks.push(end.ranks);
+    }
+    Ok(done)
+}
