@@ -533,9 +533,13 @@ part_compare() {
       echo
       echo "== [$n] $c side by side ($m): COLL=$c LAUNCH='${LW[*]}' REPS=$REPS COMPARE_ARGS='$COMPARE_ARGS ${BARGS[*]} ${AW[*]}'"
       start=$(date +%s%N)
+      # Under a budget the whole step (REPS runs of each tool) gets one
+      # run's limit, so that hanging runs cannot carry it far past BUDGET.
+      local step=()
+      [ "$BUDGET" -gt 0 ] && step=(timeout -k 10 "$RUN_TIMEOUT")
       COLL=$c LAUNCH="${LW[*]}" REPS=$REPS BOUND=$BOUND RUN_TIMEOUT=$RUN_TIMEOUT \
         COMPARE_ARGS="$COMPARE_ARGS ${BARGS[*]} ${AW[*]}" OUT=$WORK/cmp TAG=$tag \
-        ERDMA_MULTI_GPU_RUN=$RUN_TAG bash "$HERE/compare-nccl-tests.sh" "$NT" "$BIN"
+        ERDMA_MULTI_GPU_RUN=$RUN_TAG "${step[@]}" bash "$HERE/compare-nccl-tests.sh" "$NT" "$BIN"
       rc=$?
       reap_leftovers
       t=$(secs "$start")
@@ -547,6 +551,7 @@ part_compare() {
         0) record "$c side by side ($m)" "$rc" "$t" ok ;;
         1) record "$c side by side ($m)" "$rc" "$t" "OUTSIDE $BOUND (timing; see the table)"
            compare_outside=1 ;;
+        124 | 137) record "$c side by side ($m)" "$rc" "$t" "FAIL (still running after $RUN_TIMEOUT s)" ;;
         *) record "$c side by side ($m)" "$rc" "$t" "FAIL (a run failed)" ;;
       esac
       echo "== [$n] $c side by side ($m): exit $rc, $t s"
