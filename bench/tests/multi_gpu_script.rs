@@ -5,8 +5,10 @@
 //! rank checks, the summary and its three output files - runs here on the
 //! debug binaries Cargo built for this test, with 2 simulated GPUs. Our own
 //! binaries stand in for the nccl-tests build (so the comparison checks
-//! plumbing, not timing: BOUND is huge). The NCCL run itself needs a
-//! multi-GPU machine: docs/perf/multi-gpu-README.md.
+//! plumbing, not timing: BOUND is huge). The one-GPU mode (ONE_GPU_RANKS:
+//! N processes sharing GPU 0, each with its own NCCL_HOSTID) runs the same
+//! way, with wrappers that log each rank's NCCL settings. The NCCL run itself
+//! needs a GPU: docs/perf/multi-gpu-README.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -292,5 +294,238 @@ fn refuses_one_gpu_and_missing_binaries() {
     let (code, text) = run_script(&[&empty], &out);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("missing executable: "), "{text}");
+    for bad in ["1", "65", "two", "-2"] {
+        let (code, text) = run_script(&[&bins], &[out[0], ("ONE_GPU_RANKS", bad)]);
+        assert_eq!(code, 2, "{bad}: {text}");
+        assert!(
+            text.contains(&format!(
+                "ONE_GPU_RANKS must be the number of ranks to put on GPU 0, 2 to 64 (got '{bad}')"
+            )),
+            "{text}"
+        );
+    }
+    let (code, text) = run_script(&[&bins], &[out[0], ("BUDGET", "7m")]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("BUDGET must be a number of seconds"),
+        "{text}"
+    );
+    if !have("nvidia-smi") {
+        let (code, text) = run_script(
+            &[&bins],
+            &[out[0], ("ONE_GPU_RANKS", "2"), ("BACKEND", "nccl")],
+        );
+        assert_eq!(code, 2, "{text}");
+        assert!(
+            text.contains("the one-GPU mode (ONE_GPU_RANKS) needs a GPU"),
+            "{text}"
+        );
+    }
+    // A GPU that admits one process only (a stand-in nvidia-smi says so).
+    let fake = empty.join("fake-bin");
+    std::fs::create_dir_all(&fake).unwrap();
+    let smi = fake.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        "#!/bin/sh\ncase \"$*\" in\n  -L) echo 'GPU 0: stand-in (UUID: GPU-0)' ;;\n  \
+         *compute_mode*) echo Exclusive_Process ;;\nesac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (code, text) = run_script(
+        &[&bins],
+        &[
+            out[0],
+            ("ONE_GPU_RANKS", "2"),
+            ("BACKEND", "nccl"),
+            ("PATH", &path),
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("but its compute mode is 'Exclusive_Process'"),
+        "{text}"
+    );
     std::fs::remove_dir_all(&empty).unwrap();
+}
+
+/// Past BUDGET seconds no check starts: the rest are listed as skipped, the
+/// summary is still printed last, and the run passes.
+#[test]
+fn checks_past_the_budget_are_skipped() {
+    if !usable() {
+        return;
+    }
+    // The first run alone takes longer than the whole budget.
+    let dir = wrapped_bins("budget", "sleep 1.5");
+    let out = scratch("budget-out");
+    let (code, text) = run_script(
+        &[&dir],
+        &[
+            ("OUT", out.to_str().unwrap()),
+            ("PARTS", "modes"),
+            ("BUDGET", "1"),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    let v = verdicts(&text);
+    let skipped = v
+        .iter()
+        .filter(|(_, got)| got == "SKIP: over the time budget of 1 s")
+        .count();
+    assert!(skipped >= 3, "{v:#?}");
+    assert!(
+        text.contains(&format!(
+            "== {skipped} checks not started: over the time budget of 1 s"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.trim_end()
+            .ends_with("(skipped ones are listed as SKIP)"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// The lines an `all_reduce_perf` wrapper logged (one per rank it started):
+/// the one-GPU mode's per-rank NCCL settings, as each rank saw them.
+const ENV_LOG_PRELUDE: &str = "echo \"launch=${OMPI_COMM_WORLD_RANK:+mpirun}${RANK:+tcp} \
+rank=${OMPI_COMM_WORLD_RANK:-$RANK} hostid=$NCCL_HOSTID dev=$NCCL_TESTS_DEVICE \
+if=$NCCL_SOCKET_IFNAME ib=$NCCL_IB_DISABLE nvls=$NCCL_NVLS_ENABLE\" >>";
+
+fn env_log_bins(name: &str) -> (PathBuf, PathBuf) {
+    let log = scratch(&format!("{name}-log")).join("env.txt");
+    let dir = wrapped_bins(name, &format!("{ENV_LOG_PRELUDE} '{}'", log.display()));
+    (dir, log)
+}
+
+/// Both ranks started by `launch` (mpirun or tcp) saw the one-GPU settings,
+/// each with its own NCCL host id.
+fn assert_rank_env(log: &Path, launch: &str) {
+    let text = std::fs::read_to_string(log).expect("the wrapper logged the ranks' environment");
+    for r in 0..2 {
+        let want =
+            format!("launch={launch} rank={r} hostid=multi-gpu-rank-{r} dev=0 if=lo ib=1 nvls=0");
+        assert!(text.lines().any(|l| l == want), "no {want:?} in\n{text}");
+    }
+    assert!(
+        text.lines().all(|l| l.contains(" dev=0 if=lo ib=1 nvls=0")),
+        "{text}"
+    );
+}
+
+/// The one-GPU mode (ONE_GPU_RANKS=2) with the MPI backend: -g/-t skipped
+/// and said why, the other collectives checked over every root under
+/// mpirun and the comparison, all through the per-rank NCCL_HOSTID wrapper
+/// (the NCCL settings are harmless without NCCL). The failure paths are
+/// in the next test: with the MPI backend the stall check races (both
+/// ranks time out at once, and whichever aborts first silences the other,
+/// so rank 1's own report is not always printed).
+#[test]
+fn one_gpu_mode_dry_run_with_the_mpi_backend() {
+    if !usable() || !have("mpirun") {
+        return;
+    }
+    let (dir, log) = env_log_bins("onegpu-mpi");
+    let out = scratch("onegpu-mpi-out");
+    let (code, text) = run_script(
+        &[&dir, &dir],
+        &[
+            ("OUT", out.to_str().unwrap()),
+            ("BACKEND", "mpi"),
+            ("ONE_GPU_RANKS", "2"),
+            ("PARTS", "modes colls compare"),
+            ("COLLS", "alltoall broadcast"),
+            ("COMPARE_COLLS", "all_reduce"),
+            ("BOUND", "1e9"),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    let v = verdicts(&text);
+    let why = "SKIP: one-GPU mode: one process cannot hold two ranks on one GPU";
+    for name in ["all_reduce -g 2", "all_reduce -t 2"] {
+        assert!(verdict(&v, name).starts_with(why), "{name}\n{text}");
+    }
+    for name in [
+        "all_reduce mpirun -np 2, busbw sweep",
+        "all_reduce mpirun -np 2, checked to 4K",
+        "alltoall mpirun -np 2, busbw sweep",
+        "alltoall mpirun -np 2, every root, checked to 4K",
+        "broadcast mpirun -np 2, every root, checked to 4K",
+        "all_reduce side by side (mpirun)",
+        "all_reduce ours text and -J JSON parse (mpirun)",
+    ] {
+        let got = verdict(&v, name);
+        assert!(got.starts_with("ok"), "{name}: {got}\n{text}");
+    }
+    // No -g runs of the other collectives; the failures would come before
+    // the comparison.
+    assert!(
+        !v.iter().any(|(n, _)| n.contains("-g 2, every root")),
+        "{v:#?}"
+    );
+    assert!(
+        text.contains("parts in the order modes colls failures compare"),
+        "{text}"
+    );
+    assert_eq!(v.len(), 11, "{v:#?}");
+    assert!(text.contains("-r -1 -c 1"), "{text}");
+    assert!(text.contains("2 ranks on one GPU"), "{text}");
+    assert!(text.contains("== all "), "{text}");
+    assert_rank_env(&log, "mpirun");
+    for d in [&dir, &out, &log.parent().unwrap().to_path_buf()] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+/// The one-GPU mode's failure paths (host backend): over the TCP launch
+/// each process gets its own NCCL host id from its RANK, under mpirun from
+/// its MPI rank, and a killed or stalled rank 1 is still reported.
+#[test]
+fn one_gpu_mode_failure_paths_set_each_rank_apart() {
+    if !usable() {
+        return;
+    }
+    let (dir, log) = env_log_bins("onegpu-tcp");
+    let out = scratch("onegpu-tcp-out");
+    let (code, text) = run_script(
+        &[&dir],
+        &[
+            ("OUT", out.to_str().unwrap()),
+            ("ONE_GPU_RANKS", "2"),
+            ("PARTS", "failures"),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    let v = verdicts(&text);
+    let mut names = vec![
+        "TCP launch, 2 processes, checked",
+        "TCP launch, kill -9 of rank 1 mid-run, -T 2",
+    ];
+    if have("mpirun") {
+        names.extend([
+            "mpirun -np 2, rank 1 killed (kill:1 hook), -T 2",
+            "mpirun -np 2, kill -9 of rank 1 mid-run, -T 2",
+            "mpirun -np 2, rank 1 stalls (stall:1 hook), -T 2",
+        ]);
+    }
+    for name in names {
+        let got = verdict(&v, name);
+        assert!(got.starts_with("ok"), "{name}: {got}\n{text}");
+    }
+    assert_rank_env(&log, "tcp");
+    if have("mpirun") {
+        assert_rank_env(&log, "mpirun");
+    }
+    for d in [&dir, &out, &log.parent().unwrap().to_path_buf()] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }

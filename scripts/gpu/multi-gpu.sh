@@ -26,6 +26,20 @@
 #            TCP, rank 1 killed -9 mid-run. Every other rank must exit non-zero
 #            within -T + $MARGIN s, and the output must name rank 1.
 #
+# One-GPU mode, ONE_GPU_RANKS=N (N >= 2): N processes share GPU 0, each with
+# its own NCCL_HOSTID (so NCCL takes them for N hosts: no "Duplicate GPU
+# detected", and the ranks talk over NCCL's socket transport on loopback) and
+# NCCL_TESTS_DEVICE=0, NCCL_SOCKET_IFNAME=lo, NCCL_IB_DISABLE=1 for every run
+# of both tools. It proves multi-rank NCCL (bootstrap, ncclCommInitRank across
+# processes, every collective checked, the abort paths, the TCP launch) on a
+# machine with one GPU, not NVLink/P2P/SHM or a multi-GPU busbw. -g N and
+# -t N are skipped (one process cannot hold two ranks of one GPU); the other
+# collectives' checked sweep runs every root (-r -1) under mpirun instead;
+# one run with NCCL_DEBUG=INFO must show the socket transport; the parts run
+# in the order modes colls failures compare, and checks that would start past
+# BUDGET seconds (420 with NCCL) are skipped, so that the summary is printed
+# before the device tool's 600 s limit.
+#
 # NCCL_NVLS_ENABLE=0 is forced for every run (NVLink multicast stays off).
 # Dry run, no GPU: BACKEND=host (or mpi) adds --backend BACKEND to every run,
 # small sizes, NGPUS default 2 (ranks are simulated: -g/-t threads, mpirun
@@ -40,6 +54,10 @@
 #   (mpirun) COMPARE_ARGS ("-b 8 -e 8G -f 2 -c 0 -n 100 -w 10") REPS (4)
 #   BOUND (0.02) JSON_ARGS ("-b 8 -e 1M -f 32 -c 1 -n 5") FAIL_T (20)
 #   MARGIN (30 s, includes start-up) FAIL_ARGS ("-b 8 -e 8G -f 2 -c 0")
+#   BUDGET (seconds after which no check starts; default none, 420 in the
+#   one-GPU mode). One-GPU defaults: SWEEP "-b 8 -e 256M -f 4 -n 20 -w 5",
+#   CHECK_MAX 16M, COMPARE_ARGS "-b 8 -e 128M -f 8 -c 0 -n 20 -w 5", REPS 2,
+#   FAIL_T 10, FAIL_ARGS "-b 8 -e 256M -f 2 -c 0", RUN_TIMEOUT 120.
 #
 # Writes three files under $OUT: multi-gpu.log (everything printed),
 # summary.md (verdicts, busbw tables, comparison tables), raw.txt (every run's
@@ -61,6 +79,15 @@ COLLS=${COLLS:-$ALL_COLLS}
 # Never NVLink multicast on these machines: not overridable.
 export NCCL_NVLS_ENABLE=0
 unset ERDMA_BENCH_HOOK
+ONE_GPU=${ONE_GPU_RANKS:-}
+if [ -n "$ONE_GPU" ]; then
+  if ! [[ $ONE_GPU =~ ^[0-9]{1,3}$ ]] || [ $((10#$ONE_GPU)) -lt 2 ] || [ $((10#$ONE_GPU)) -gt 64 ]; then
+    echo "ONE_GPU_RANKS must be the number of ranks to put on GPU 0, 2 to 64 (got '$ONE_GPU')" >&2
+    exit 2
+  fi
+  ONE_GPU=$((10#$ONE_GPU))
+fi
+D_BUDGET=0
 
 case $BACKEND in
   nccl)
@@ -69,6 +96,15 @@ case $BACKEND in
     D_COMPARE_ARGS="-b 8 -e 8G -f 2 -c 0 -n 100 -w 10" D_REPS=4
     D_JSON_ARGS="-b 8 -e 1M -f 32 -c 1 -n 5" D_FAIL_T=20 D_MARGIN=30
     D_FAIL_ARGS="-b 8 -e 8G -f 2 -c 0" D_RUN_TIMEOUT=300
+    if [ -n "$ONE_GPU" ]; then
+      # Ranks that time-share one GPU and talk over loopback sockets move a
+      # few GB/s at best, and each run pays a few seconds of start-up: fewer,
+      # smaller sizes keep a run of N=2 within the budget (estimates in
+      # docs/perf/multi-gpu-README.md).
+      D_SWEEP="-b 8 -e 256M -f 4 -n 20 -w 5" D_CHECK_MAX=16M
+      D_COMPARE_ARGS="-b 8 -e 128M -f 8 -c 0 -n 20 -w 5" D_REPS=2
+      D_FAIL_T=10 D_FAIL_ARGS="-b 8 -e 256M -f 2 -c 0" D_RUN_TIMEOUT=120 D_BUDGET=420
+    fi
     ;;
   host | mpi)
     BARGS=(--backend "$BACKEND")
@@ -92,9 +128,31 @@ MARGIN=${MARGIN:-$D_MARGIN}
 FAIL_ARGS=${FAIL_ARGS:-$D_FAIL_ARGS}
 RUN_TIMEOUT=${RUN_TIMEOUT:-$D_RUN_TIMEOUT}
 COMPARE_MODES=${COMPARE_MODES:-mpirun}
+BUDGET=${BUDGET:-$D_BUDGET}
+if ! [[ $BUDGET =~ ^[0-9]{1,6}$ ]]; then
+  echo "BUDGET must be a number of seconds, 0 for no limit (got '$BUDGET')" >&2
+  exit 2
+fi
+BUDGET=$((10#$BUDGET))
 read -ra MPIRUN_OPTS <<<"${MPIRUN_ARGS:---allow-run-as-root --oversubscribe --bind-to none}"
 
-if [ -n "${NGPUS:-}" ]; then
+if [ -n "$ONE_GPU" ]; then
+  N=$ONE_GPU
+  if [ "$BACKEND" = nccl ]; then
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    if [ "$gpus" -lt 1 ]; then
+      echo "the one-GPU mode (ONE_GPU_RANKS) needs a GPU: nvidia-smi -L lists none (or BACKEND=host for a dry run)" >&2
+      exit 2
+    fi
+    # Several processes on GPU 0 need its compute mode to allow them.
+    mode=$(nvidia-smi -i 0 --query-gpu=compute_mode --format=csv,noheader 2>/dev/null)
+    case $mode in
+      *Exclusive* | *Prohibited*)
+        echo "the one-GPU mode needs several processes on GPU 0, but its compute mode is '$mode' (nvidia-smi -c DEFAULT allows them; not changed here)" >&2
+        exit 2 ;;
+    esac
+  fi
+elif [ -n "${NGPUS:-}" ]; then
   N=$NGPUS
 elif [ "$BACKEND" = nccl ]; then
   N=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -102,15 +160,23 @@ else
   N=2
 fi
 if ! [[ $N =~ ^[0-9]+$ ]] || [ "$N" -lt 2 ]; then
-  echo "multi-gpu.sh needs 2 or more GPUs (found '$N'; set NGPUS, or BACKEND=host for a dry run)" >&2
+  echo "multi-gpu.sh needs 2 or more GPUs (found '$N'; set NGPUS, ONE_GPU_RANKS=2 to put 2 ranks on one GPU, or BACKEND=host for a dry run)" >&2
   exit 2
 fi
 for c in all_reduce $COLLS; do
   [ -x "$BIN/${c}_perf" ] || { echo "missing executable: $BIN/${c}_perf" >&2; exit 2; }
 done
+# One-GPU mode: the same NCCL settings for every rank of both tools (mpirun
+# passes them with -x); NCCL_HOSTID differs per rank, so the rank-env wrapper
+# (written below, WRAP) sets it from the rank the launcher gave.
+ONE_GPU_ENV=()
+if [ -n "$ONE_GPU" ]; then
+  export NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1
+  ONE_GPU_ENV=(-x NCCL_TESTS_DEVICE -x NCCL_SOCKET_IFNAME -x NCCL_IB_DISABLE)
+fi
 MPIRUN=()
 if command -v mpirun >/dev/null; then
-  MPIRUN=(mpirun "${MPIRUN_OPTS[@]}" -np "$N" -x NCCL_NVLS_ENABLE)
+  MPIRUN=(mpirun "${MPIRUN_OPTS[@]}" -np "$N" -x NCCL_NVLS_ENABLE "${ONE_GPU_ENV[@]}")
 fi
 
 mkdir -p "$OUT"
@@ -122,12 +188,31 @@ SUMMARY=$OUT/summary.md
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 exec > >(tee -a "$LOG") 2>&1
+START_S=$(date +%s)
+
+# WRAP: words put between the launcher and every binary: in the one-GPU
+# mode a wrapper giving each rank its own NCCL_HOSTID (the rank from mpirun
+# or the TCP launch's RANK), so that NCCL takes the ranks sharing GPU 0 for
+# ranks of different hosts; else nothing.
+WRAP=()
+if [ -n "$ONE_GPU" ]; then
+  WRAP=("$WORK/rank-env.sh")
+  cat >"${WRAP[0]}" <<'EOF'
+#!/bin/sh
+# multi-gpu.sh one-GPU mode: this rank's own NCCL host id.
+NCCL_HOSTID=multi-gpu-rank-${OMPI_COMM_WORLD_RANK:-${RANK:?rank-env.sh: neither OMPI_COMM_WORLD_RANK nor RANK is set}}
+export NCCL_HOSTID
+exec "$@"
+EOF
+  chmod +x "${WRAP[0]}"
+fi
 
 # Every process a run starts carries this tag in its environment, so that
 # ranks left running after their launcher ended (mpirun, sent SIGTERM by
 # `timeout`, does not always take its ranks with it) are found and killed.
 RUN_TAG=multi-gpu-$$-$RANDOM
 n=0
+LAST_SKIPPED=0
 failed=()
 results=()
 busbw=()
@@ -148,6 +233,24 @@ skip() { # skip NAME REASON
   echo
   echo "== [$n] $1: SKIP ($2)"
   record "$1" - - "SKIP: $2"
+  LAST_SKIPPED=1
+}
+
+# over_budget NAME: once BUDGET seconds have passed since the start, records
+# NAME as skipped and returns 0 (the caller then does not start it), so that
+# the summary comes before an outer time limit ends the whole run.
+budget_skips=0
+over_budget() {
+  [ "$BUDGET" -gt 0 ] && [ $(($(date +%s) - START_S)) -ge "$BUDGET" ] || return 1
+  skip "$1" "over the time budget of $BUDGET s"
+  budget_skips=$((budget_skips + 1))
+}
+
+# add_busbw LABEL: the last check's output as a column of the busbw tables
+# (when that check ran).
+add_busbw() {
+  [ "$LAST_SKIPPED" -eq 0 ] && [ -s "$WORK/$n.txt" ] && busbw+=("$1=$WORK/$n.txt")
+  return 0
 }
 
 # no_mpirun NAME: a run that needs mpirun where there is none: skipped in a
@@ -187,6 +290,8 @@ show() {
 check() {
   local name=$1 want=$2 limit=$3 validate=$4
   shift 4
+  over_budget "$name" && return
+  LAST_SKIPPED=0
   n=$((n + 1))
   local out=$WORK/$n.txt start rc t verdict=ok
   echo
@@ -230,6 +335,7 @@ check() {
 # the extended REGEX; a failure turns that check's verdict into FAIL.
 grep_check() {
   local f=${3:-$WORK/$n.txt}
+  [ "$LAST_SKIPPED" -eq 1 ] && return 0
   if grep -Eq -- "$2" "$f"; then
     echo "== [$n] $1: found /$2/"
   else
@@ -273,7 +379,14 @@ echo "NCCL: $NCCL_LIB"
 if have_mpirun; then mpirun --version 2>&1 | head -1; else echo "mpirun: not found"; fi
 echo "backend: $BACKEND; ranks: $N; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; parts: $PARTS"
 echo "ours: $BIN; nccl-tests: ${NT:-none}"
-echo "sweep: $SWEEP; checked to $CHECK_MAX; spot: $SPOT; per-run limit $RUN_TIMEOUT s"
+echo "sweep: $SWEEP; checked to $CHECK_MAX; spot: $SPOT; per-run limit $RUN_TIMEOUT s; budget: $([ "$BUDGET" -gt 0 ] && echo "$BUDGET s" || echo none)"
+# The order the parts run in: in the one-GPU mode the comparison (the part
+# the budget may cut short) comes last.
+ORDER="modes colls compare failures"
+if [ -n "$ONE_GPU" ]; then
+  ORDER="modes colls failures compare"
+  echo "one-GPU mode: $N ranks on GPU 0, each its own NCCL_HOSTID (rank-env wrapper); NCCL_TESTS_DEVICE=$NCCL_TESTS_DEVICE NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME NCCL_IB_DISABLE=$NCCL_IB_DISABLE; the ranks talk over NCCL's socket transport on loopback; -g/-t $N skipped; parts in the order $ORDER"
+fi
 
 want_part() { [[ " $PARTS " == *" $1 "* ]]; }
 
@@ -285,8 +398,16 @@ short() { # short COLL: a column label
   esac
 }
 
-# One rank per thread or GPU inside one process: not the mpi backend.
-in_process_ok() { [ "$BACKEND" != mpi ]; }
+# in_process_why: why one process cannot run several ranks here ("" when it
+# can: -g N and -t N).
+in_process_why() {
+  if [ -n "$ONE_GPU" ]; then
+    echo "one-GPU mode: one process cannot hold two ranks on one GPU (NCCL refuses a duplicate GPU)"
+  elif [ "$BACKEND" = mpi ]; then
+    echo "the mpi backend runs one rank per process"
+  fi
+}
+in_process_ok() { [ -z "$(in_process_why)" ]; }
 
 part_modes() {
   local ar=$BIN/all_reduce_perf mode
@@ -298,7 +419,7 @@ part_modes() {
       mpirun) launch=("${MPIRUN[@]}") label="AR mpirun" ;;
     esac
     if [ "$mode" != mpirun ] && ! in_process_ok; then
-      skip "all_reduce -$mode $N" "the mpi backend runs one rank per process"
+      skip "all_reduce -$mode $N" "$(in_process_why)"
       continue
     fi
     if [ "$mode" = mpirun ] && ! have_mpirun; then
@@ -307,35 +428,54 @@ part_modes() {
     fi
     local what="all_reduce -$mode $N"
     [ "$mode" = mpirun ] && what="all_reduce mpirun -np $N"
+    [ "$mode" = mpirun ] && launch+=("${WRAP[@]}")
     # shellcheck disable=SC2086 # SWEEP is a word list
     check "$what, busbw sweep" 0 "$RUN_TIMEOUT" "--wrong na" \
       "${launch[@]}" "$ar" "${BARGS[@]}" "${args[@]}" $SWEEP -c 0
-    busbw+=("$label=$WORK/$n.txt")
+    add_busbw "$label"
     check "$what, checked to $CHECK_MAX" 0 "$RUN_TIMEOUT" "--wrong zero" \
       "${launch[@]}" "$ar" "${BARGS[@]}" "${args[@]}" -b 8 -e "$CHECK_MAX" -f 2 -c 1
   done
+  [ -n "$ONE_GPU" ] && [ "$BACKEND" = nccl ] && have_mpirun && socket_transport_check
+  return 0
+}
+
+# One-GPU mode: NCCL's own log must show the ranks connected through its
+# socket transport (not P2P or SHM, which a shared GPU would never reach).
+socket_transport_check() {
+  check "all_reduce mpirun -np $N, NCCL_DEBUG=INFO, checked" 0 "$RUN_TIMEOUT" "" \
+    "${MPIRUN[@]}" -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,NET "${WRAP[@]}" \
+    "$BIN/all_reduce_perf" -b 8 -e 1M -f 32 -n 5 -w 1 -c 1
+  grep_check "NCCL connects the ranks over its socket transport" 'via NET/Socket'
 }
 
 part_colls() {
-  local c b
+  local c b roots=() every=
+  if [ -n "$ONE_GPU" ]; then
+    # No -g N here: the checked sweep under mpirun covers every root instead.
+    roots=(-r -1) every="every root, "
+    echo "== one-GPU mode: no -g $N runs ($(in_process_why)); the checked sweeps under mpirun run every root (-r -1)"
+  fi
   for c in $COLLS; do
     b=$BIN/${c}_perf
     if have_mpirun; then
       # shellcheck disable=SC2086 # SWEEP is a word list
       check "$c mpirun -np $N, busbw sweep" 0 "$RUN_TIMEOUT" "--wrong na" \
-        "${MPIRUN[@]}" "$b" "${BARGS[@]}" $SWEEP -c 0
-      busbw+=("$(short "$c")=$WORK/$n.txt")
-      check "$c mpirun -np $N, checked to $CHECK_MAX" 0 "$RUN_TIMEOUT" \
-        "--wrong zero-or-na-in-place" "${MPIRUN[@]}" "$b" "${BARGS[@]}" -b 8 -e "$CHECK_MAX" -f 2 -c 1
+        "${MPIRUN[@]}" "${WRAP[@]}" "$b" "${BARGS[@]}" $SWEEP -c 0
+      add_busbw "$(short "$c")"
+      check "$c mpirun -np $N, ${every}checked to $CHECK_MAX" 0 "$RUN_TIMEOUT" \
+        "--wrong zero-or-na-in-place" "${MPIRUN[@]}" "${WRAP[@]}" "$b" "${BARGS[@]}" \
+        -b 8 -e "$CHECK_MAX" -f 2 "${roots[@]}" -c 1
     else
       no_mpirun "$c mpirun -np $N"
     fi
+    [ -n "$ONE_GPU" ] && continue
     if in_process_ok; then
       # shellcheck disable=SC2086 # SPOT is a word list
       check "$c -g $N, every root, checked" 0 "$RUN_TIMEOUT" "--wrong zero-or-na-in-place" \
         "$b" "${BARGS[@]}" -g "$N" $SPOT -r -1 -c 1
     else
-      skip "$c -g $N" "the mpi backend runs one rank per process"
+      skip "$c -g $N" "$(in_process_why)"
     fi
   done
 }
@@ -345,7 +485,7 @@ part_colls() {
 launch_words() {
   LW=() AW=()
   case $1 in
-    mpirun) have_mpirun || return 1; LW=("${MPIRUN[@]}") ;;
+    mpirun) have_mpirun || return 1; LW=("${MPIRUN[@]}" "${WRAP[@]}") ;;
     g) in_process_ok || return 1; AW=(-g "$N") ;;
     t) in_process_ok || return 1; AW=(-t "$N") ;;
     *) return 1 ;;
@@ -386,14 +526,20 @@ part_compare() {
         fi
         continue
       fi
+      over_budget "$c side by side ($m)" && continue
+      LAST_SKIPPED=0
       n=$((n + 1))
       tag=-$c-$m
       echo
       echo "== [$n] $c side by side ($m): COLL=$c LAUNCH='${LW[*]}' REPS=$REPS COMPARE_ARGS='$COMPARE_ARGS ${BARGS[*]} ${AW[*]}'"
       start=$(date +%s%N)
+      # Under a budget the whole step (REPS runs of each tool) gets one
+      # run's limit, so that hanging runs cannot carry it far past BUDGET.
+      local step=()
+      [ "$BUDGET" -gt 0 ] && step=(timeout -k 10 "$RUN_TIMEOUT")
       COLL=$c LAUNCH="${LW[*]}" REPS=$REPS BOUND=$BOUND RUN_TIMEOUT=$RUN_TIMEOUT \
         COMPARE_ARGS="$COMPARE_ARGS ${BARGS[*]} ${AW[*]}" OUT=$WORK/cmp TAG=$tag \
-        ERDMA_MULTI_GPU_RUN=$RUN_TAG bash "$HERE/compare-nccl-tests.sh" "$NT" "$BIN"
+        ERDMA_MULTI_GPU_RUN=$RUN_TAG "${step[@]}" bash "$HERE/compare-nccl-tests.sh" "$NT" "$BIN"
       rc=$?
       reap_leftovers
       t=$(secs "$start")
@@ -405,6 +551,7 @@ part_compare() {
         0) record "$c side by side ($m)" "$rc" "$t" ok ;;
         1) record "$c side by side ($m)" "$rc" "$t" "OUTSIDE $BOUND (timing; see the table)"
            compare_outside=1 ;;
+        124 | 137) record "$c side by side ($m)" "$rc" "$t" "FAIL (still running after $RUN_TIMEOUT s)" ;;
         *) record "$c side by side ($m)" "$rc" "$t" "FAIL (a run failed)" ;;
       esac
       echo "== [$n] $c side by side ($m): exit $rc, $t s"
@@ -492,14 +639,16 @@ kill_rank1_at_first_row() {
 # Under mpirun, rank 1 killed with SIGKILL from outside after rank 0's
 # first row: mpirun (or the -T watchdog) must end the others in time.
 mpirun_outside_kill() {
-  n=$((n + 1))
   local name="mpirun -np $N, kill -9 of rank 1 mid-run, -T $FAIL_T"
+  over_budget "$name" && return
+  LAST_SKIPPED=0
+  n=$((n + 1))
   local out=$WORK/$n.txt pidf=$WORK/pid-$n start rc end t verdict late=0
   echo
   echo "== [$n] $name"
   start=$(date +%s%N)
   # shellcheck disable=SC2086,SC2016 # FAIL_ARGS is a word list; $$ is the rank's shell
-  bg "$out" "$pidf.mpirun" "${MPIRUN[@]}" \
+  bg "$out" "$pidf.mpirun" "${MPIRUN[@]}" "${WRAP[@]}" \
     sh -c 'echo $$ >"$0.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$pidf" \
     "$BIN/all_reduce_perf" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
   kill_rank1_at_first_row "$out" "$BG" "$pidf.1"
@@ -541,6 +690,8 @@ mpirun_outside_kill() {
 tcp_run() {
   local name=$1 kill=$2
   shift 2
+  over_budget "$name" && return
+  LAST_SKIPPED=0
   n=$((n + 1))
   local port=$((29500 + RANDOM % 2000)) r start verdict=ok late=0 jobs=() pairs=() base=$WORK/tcp-$n
   echo
@@ -604,10 +755,10 @@ part_failures() {
   local ar=$BIN/all_reduce_perf limit=$((FAIL_T + MARGIN))
   if [ "$BACKEND" != mpi ]; then
     # shellcheck disable=SC2086 # SPOT is a word list
-    tcp_run "TCP launch, $N processes, checked" 0 "$ar" "${BARGS[@]}" $SPOT -c 1
+    tcp_run "TCP launch, $N processes, checked" 0 "${WRAP[@]}" "$ar" "${BARGS[@]}" $SPOT -c 1
     # shellcheck disable=SC2086 # FAIL_ARGS is a word list
     tcp_run "TCP launch, kill -9 of rank 1 mid-run, -T $FAIL_T" 1 \
-      "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
+      "${WRAP[@]}" "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
   else
     skip "TCP launch" "the mpi backend needs mpirun"
   fi
@@ -617,15 +768,15 @@ part_failures() {
   fi
   # shellcheck disable=SC2086 # FAIL_ARGS is a word list
   check "mpirun -np $N, rank 1 killed (kill:1 hook), -T $FAIL_T" '!0' "$limit" "" \
-    "${MPIRUN[@]}" -x ERDMA_BENCH_HOOK=kill:1 "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
+    "${MPIRUN[@]}" -x ERDMA_BENCH_HOOK=kill:1 "${WRAP[@]}" "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
   grep_check "names rank 1" "$NAMES_RANK1"
   mpirun_outside_kill
   check "mpirun -np $N, rank 1 stalls (stall:1 hook), -T $FAIL_T" 4 "$limit" "" \
-    "${MPIRUN[@]}" -x ERDMA_BENCH_HOOK=stall:1 "$ar" "${BARGS[@]}" -b 1M -e 1M -c 0 -T "$FAIL_T"
+    "${MPIRUN[@]}" -x ERDMA_BENCH_HOOK=stall:1 "${WRAP[@]}" "$ar" "${BARGS[@]}" -b 1M -e 1M -c 0 -T "$FAIL_T"
   grep_check "timeout names rank 1" "Test timeout \\(${FAIL_T}s\\) rank 1 "
 }
 
-for part in modes colls compare failures; do
+for part in $ORDER; do
   want_part "$part" || continue
   echo
   echo "=== part $part ($(date -u +%T))"
@@ -634,17 +785,21 @@ done
 
 # The summary: written to summary.md and printed last.
 {
-  echo "# multi-gpu.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), backend $BACKEND, $N ranks"
+  echo "# multi-gpu.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), backend $BACKEND, $N ranks${ONE_GPU:+ on one GPU}"
   echo
+  if [ -n "$ONE_GPU" ]; then
+    echo "One-GPU mode: $N processes on GPU 0, each its own NCCL_HOSTID, NCCL's socket transport over lo (NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1): real multi-rank NCCL, not NVLink/P2P/SHM; busbw and times are those of loopback sockets and one time-shared GPU, so the comparison's bound is informative only."
+    echo
+  fi
   echo "GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs || true)"
-  echo "NCCL: $NCCL_LIB; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; parts: $PARTS"
+  echo "NCCL: $NCCL_LIB; NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; parts: $(for p in $ORDER; do want_part "$p" && echo "$p"; done | xargs)"
   echo "ours: ${OURS_HEADER:-no report}${NT:+; nccl-tests: ${THEIRS_HEADER:-no report}}"
   echo
   echo "| # | check | exit | s | verdict |"
   echo "|---:|---|---|---:|---|"
   printf '%s\n' "${results[@]}"
   echo
-  echo "(s: wall seconds of the run; for the kill -9 checks, from the kill to the end of the last rank)"
+  echo "(s: wall seconds of the run; for the kill -9 checks, from the kill to the end of the last rank; whole run $(($(date +%s) - START_S)) s)"
   echo
   if [ ${#busbw[@]} -gt 0 ]; then
     "${REPORT[@]}" busbw "${busbw[@]}"
@@ -670,6 +825,9 @@ done
 echo
 echo "=== summary (also $SUMMARY; full log $LOG, every output $RAW)"
 cat "$WORK/summary-short.md"
+if [ "$budget_skips" -gt 0 ]; then
+  echo "== $budget_skips checks not started: over the time budget of $BUDGET s (run them in another call with PARTS/COLLS/COMPARE_COLLS, or raise BUDGET)"
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "== FAILED ${#failed[@]}: ${failed[*]}"
   exit 1
