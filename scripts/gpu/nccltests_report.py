@@ -35,6 +35,7 @@ Exit status: 0 good, 1 a check failed, 2 unreadable input.
 import argparse
 import csv
 import json
+import math
 import statistics
 import sys
 
@@ -269,8 +270,117 @@ def cmd_compare(a):
     large = [k for k in keys if k[0] >= a.split]
     out += run_levels(theirs, ours, small, f"sizes below {a.split} B")
     out += run_levels(theirs, ours, large, f"sizes from {a.split} B")
+    out += mode_matched(theirs, ours, small, a.bound)
+    out += self_check(theirs, keys, a.bound)
     print("\n".join(out))
     return 1 if failed else 0
+
+
+def self_check(theirs, keys, bound):
+    """The resolution of this comparison: nccl-tests against itself (its odd
+    runs against its even runs, per-size medians), which no tool can beat."""
+    a, b = theirs[0::2], theirs[1::2]
+    if len(a) < 2 or len(b) < 2:
+        return []
+    worst, outside = 0.0, 0
+    for k in keys:
+        for p in ("oop", "ip"):
+            ta = [r[k][p]["time"] for r in a if k in r]
+            tb = [r[k][p]["time"] for r in b if k in r]
+            if not ta or not tb or statistics.median(ta) <= 0:
+                continue
+            d = abs(statistics.median(tb) / statistics.median(ta) - 1)
+            worst = max(worst, d)
+            outside += d > bound
+    return ["", f"resolution: nccl-tests' even runs against its odd runs ({len(b)} vs {len(a)}), "
+            f"worst per-size deviation {worst:.1%}, {outside} size/placement cells outside {bound:.0%}"]
+
+
+def levels(runs, pool, keys, p):
+    """Each run's level: geometric mean over `keys` of its time / the median
+    of `pool` (all runs of both tools) at that size."""
+    med = {}
+    for k in keys:
+        v = [r[k][p]["time"] for r in pool if k in r]
+        med[k] = statistics.median(v) if v else 0.0
+    out = []
+    for run in runs:
+        xs = [run[k][p]["time"] / med[k] for k in keys
+              if k in run and med[k] > 0 and run[k][p]["time"] > 0]
+        out.append(statistics.geometric_mean(xs) if xs else float("nan"))
+    return out
+
+
+def two_modes(values):
+    """1-D 2-means on log values: (threshold, separation in pooled standard
+    deviations, ratio of the cluster means), or None when fewer than 3 values
+    fall in either cluster."""
+    xs = sorted(math.log(v) for v in values if v > 0 and not math.isnan(v))
+    if len(xs) < 6:
+        return None
+    cut = (xs[0] + xs[-1]) / 2
+    for _ in range(100):
+        lo, hi = [x for x in xs if x < cut], [x for x in xs if x >= cut]
+        if len(lo) < 3 or len(hi) < 3:
+            return None
+        new = (statistics.mean(lo) + statistics.mean(hi)) / 2
+        if new == cut:
+            break
+        cut = new
+    sd = ((statistics.pvariance(lo) * len(lo) + statistics.pvariance(hi) * len(hi)) / len(xs)) ** 0.5
+    sep = (statistics.mean(hi) - statistics.mean(lo)) / sd if sd > 0 else float("inf")
+    return math.exp(cut), sep, math.exp(statistics.mean(hi) - statistics.mean(lo))
+
+
+def mode_matched(theirs, ours, keys, bound):
+    """Host-bound sizes: a process lands in a fast or a slow state for all its
+    sizes (seen on the H200 for both tools alike, whatever the CPU pinning), so
+    per-size medians over all runs measure how many runs of each tool landed
+    in each state. When the runs are bimodal, compare within each state, and
+    test whether the tools land in the states at different rates."""
+    if not keys:
+        return []
+    pool = theirs + ours
+    lt, lo = levels(theirs, pool, keys, "oop"), levels(ours, pool, keys, "oop")
+    modes = two_modes(lt + lo)
+    # Two clusters cut out of one normal distribution lie 2.65 sd apart; a
+    # state that costs under 5% is noise for this purpose.
+    if modes is None or modes[1] < 3.3 or modes[2] < 1.05:
+        return ["", "mode-matched: the host-bound runs are not bimodal (or too few runs); "
+                "the medians above stand"]
+    cut, sep, gap = modes
+    out = ["", f"mode-matched (host-bound sizes): runs split at level {cut:.3f} "
+           f"(the slow mode {gap - 1:.0%} slower, {sep:.1f} pooled sd apart)"]
+    ft = [r for r, v in zip(theirs, lt) if v < cut]
+    fo = [r for r, v in zip(ours, lo) if v < cut]
+    st_, so_ = [r for r, v in zip(theirs, lt) if v >= cut], [r for r, v in zip(ours, lo) if v >= cut]
+    nt, no = len(theirs), len(ours)
+    pt, po = len(ft) / nt, len(fo) / no
+    pp = (len(ft) + len(fo)) / (nt + no)
+    se = (pp * (1 - pp) * (1 / nt + 1 / no)) ** 0.5
+    z = (po - pt) / se if se > 0 else 0.0
+    out.append(f"- runs in the fast mode: nccl-tests {len(ft)}/{nt}, ours {len(fo)}/{no} "
+               f"(two-proportion z = {z:+.2f}; |z| > 2 would mean one tool lands there more often)")
+    for name, t, o in (("fast", ft, fo), ("slow", st_, so_)):
+        if len(t) < 3 or len(o) < 3:
+            out.append(f"- {name} mode: fewer than 3 runs of a tool, not compared")
+            continue
+        ratios, worst, outside = [], 0.0, []
+        for k in keys:
+            for p in ("oop", "ip"):
+                mt = statistics.median(r[k][p]["time"] for r in t if k in r)
+                mo = statistics.median(r[k][p]["time"] for r in o if k in r)
+                if mt <= 0 or mo <= 0:
+                    continue
+                ratios.append(mo / mt)
+                worst = max(worst, abs(mo / mt - 1))
+                if abs(mo / mt - 1) > bound:
+                    outside.append(f"{k[0]} {p}")
+        g = statistics.geometric_mean(ratios) if ratios else float("nan")
+        out.append(f"- {name} mode ({len(t)} + {len(o)} runs): per-size median ratio "
+                   f"ours/nccl-tests, geometric mean {g:.3f}, worst deviation {worst:.1%}; "
+                   f"outside {bound:.0%}: " + (", ".join(outside) if outside else "none"))
+    return out
 
 
 def cmd_busbw(a):
