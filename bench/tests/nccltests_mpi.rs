@@ -147,6 +147,9 @@ fn hung_rank_times_out_with_status_4() {
     };
     assert_eq!(code, 4, "{out}");
     assert!(out.contains("Test timeout (2s) rank"), "{out}");
+    // Both ranks time out together; the first waits before aborting the
+    // job, so the stalled rank's own line (the one that names it) appears.
+    assert!(out.contains("rank 1 (pid"), "{out}");
     assert!(t < Duration::from_secs(20), "{t:?}");
 }
 

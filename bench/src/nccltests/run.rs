@@ -57,12 +57,23 @@ pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
         Err(e) => {
             let code = report_fatal(&host, &e);
             if boot.size() > 1 {
+                if matches!(e, TestError::Timeout { .. }) {
+                    // Every rank's -T clock started at the same barrier, so
+                    // the peers time out within moments of this one; the
+                    // abort below would kill them before they say which rank
+                    // they are (a stalled peer is named only by itself).
+                    std::thread::sleep(TIMEOUT_GRACE);
+                }
                 boot.abort(code);
             }
             code
         }
     }
 }
+
+/// How long a rank that timed out waits before aborting the job, so that its
+/// peers' own timeout lines get printed.
+const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn report_fatal(host: &str, e: &TestError) -> i32 {
     println!("{host}: {e}");
