@@ -56,6 +56,9 @@ pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
         }
         Err(e) => {
             let code = report_fatal(&host, &e);
+            if matches!(e, TestError::Comm { .. } | TestError::Timeout { .. }) {
+                report_lost_peers(&host, boot.as_ref());
+            }
             if boot.size() > 1 {
                 if matches!(e, TestError::Timeout { .. }) {
                     // Every rank's -T clock started at the same barrier, so
@@ -69,6 +72,32 @@ pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
             code
         }
     }
+}
+
+/// Names the ranks whose bootstrap connection closed: after a peer dies,
+/// NCCL reports only "remote process exited", and without mpirun nobody else
+/// says which rank it was. The kernel closes a dead process's sockets at
+/// once, but give it a moment to deliver that.
+fn report_lost_peers(host: &str, boot: &dyn Bootstrap) {
+    if boot.size() < 2 {
+        return;
+    }
+    let mut lost = boot.lost_peers();
+    if lost.is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        lost = boot.lost_peers();
+    }
+    if lost.is_empty() {
+        return;
+    }
+    let ranks: Vec<String> = lost.iter().map(|r| r.to_string()).collect();
+    println!(
+        "{host}: rank{} {} left the job (their {} bootstrap connection to rank {} closed)",
+        if lost.len() > 1 { "s" } else { "" },
+        ranks.join(","),
+        boot.name(),
+        boot.rank()
+    );
 }
 
 /// How long a rank that timed out waits before aborting the job, so that its

@@ -55,6 +55,14 @@ pub trait Bootstrap: Send + Sync {
     /// Ends the whole job after a fatal error (`MPI_Abort` under MPI;
     /// other transports notice the closed connections).
     fn abort(&self, code: i32) -> !;
+    /// Ranks whose connection to this process is known to be closed,
+    /// checked without blocking, to name the rank that died when a
+    /// collective library only reports that "a peer" did (NCCL's
+    /// ncclRemoteError). Empty when the transport cannot tell (MPI: the
+    /// launcher names the dead rank itself).
+    fn lost_peers(&self) -> Vec<usize> {
+        Vec::new()
+    }
 }
 
 /// Combines one f64 per process.

@@ -344,4 +344,89 @@ impl Bootstrap for Tcp {
     fn abort(&self, code: i32) -> ! {
         std::process::exit(code)
     }
+    fn lost_peers(&self) -> Vec<usize> {
+        let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *links {
+            Links::Root(peers) => peers
+                .iter()
+                .enumerate()
+                .filter(|(_, (s, _))| is_closed(s))
+                .map(|(i, _)| i + 1)
+                .collect(),
+            Links::Leaf(s, _) => {
+                if is_closed(s) {
+                    vec![0]
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+}
+
+/// Whether the peer closed `s` (or it failed), without blocking: a process
+/// that is killed has its sockets closed by the kernel at once. Unread data
+/// means the peer is alive.
+fn is_closed(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let closed = match s.peek(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+    };
+    let _ = s.set_nonblocking(false);
+    closed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port")
+    }
+
+    #[test]
+    fn lost_peers_names_the_ranks_that_closed() {
+        let port = free_port();
+        let env = |rank| LaunchEnv {
+            source: "test",
+            rank,
+            size: 3,
+            local_rank: None,
+            master_addr: "127.0.0.1".into(),
+            master_port: port,
+        };
+        let mut boots: Vec<Tcp> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..3)
+                .map(|r| {
+                    let e = env(r);
+                    s.spawn(move || Tcp::connect(&e, 30))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("join").expect("connect"))
+                .collect()
+        });
+        assert!(boots.iter().all(|b| b.lost_peers().is_empty()));
+        let rank2 = boots.pop().expect("rank 2");
+        drop(boots.pop()); // rank 1 goes away
+        let rank0 = boots.pop().expect("rank 0");
+        let until = Instant::now() + Duration::from_secs(5);
+        while rank0.lost_peers().is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(rank0.lost_peers(), vec![1]);
+        assert!(rank2.lost_peers().is_empty());
+        drop(rank0);
+        while rank2.lost_peers().is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(rank2.lost_peers(), vec![0]);
+    }
 }
