@@ -180,10 +180,65 @@ pub fn mul(dt: DataType, a: u64, b: u64) -> u64 {
 }
 
 /// `a < b ? a : b` (min) or `a > b ? a : b` (max) in the element type.
+/// Compares the bits directly ([`FloatOrder`]) instead of decoding both
+/// values: the generic expected output runs this once per rank and element.
 pub fn min_max(dt: DataType, a: u64, b: u64, want_max: bool) -> u64 {
-    let (x, y) = (to_f64(dt, a), to_f64(dt, b));
-    let take_a = if want_max { x > y } else { x < y };
-    if take_a { a } else { b }
+    // Any comparison of non-float types (which decode to 0.0) is false.
+    FloatOrder::new(dt).map_or(b, |o| o.min_max(a, b, want_max))
+}
+
+/// How the bits of a float type order by value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloatOrder {
+    l: Layout,
+    sign_bit: u64,
+    /// Magnitude bits of infinity (e4m3: of the largest finite value).
+    inf: u64,
+    /// e4m3 has no infinities: only the all-ones magnitude is NaN.
+    nan_is_all_ones: bool,
+}
+
+impl FloatOrder {
+    /// The order of `dt`'s values (None for integer types).
+    pub fn new(dt: DataType) -> Option<FloatOrder> {
+        let l = layout(dt)?;
+        Some(FloatOrder {
+            l,
+            sign_bit: 1u64 << (l.exp_bits + l.mant_bits),
+            inf: ((1u64 << l.exp_bits) - 1) << l.mant_bits,
+            nan_is_all_ones: dt == DataType::F8e4m3,
+        })
+    }
+
+    /// The format's layout.
+    pub fn layout(&self) -> Layout {
+        self.l
+    }
+
+    /// An integer ordered as the value of `bits` (sign-magnitude, with -0
+    /// and +0 both 0), and whether `bits` is a NaN. Branch-free: signs of
+    /// generated values are random, so a branch would mispredict half the
+    /// time.
+    #[inline]
+    pub fn key(&self, bits: u64) -> (i64, bool) {
+        let mag = bits & (self.sign_bit - 1);
+        let nan = if self.nan_is_all_ones {
+            mag == self.inf | self.l.mant_mask()
+        } else {
+            mag > self.inf
+        };
+        let neg = -i64::from(bits & self.sign_bit != 0);
+        ((mag as i64 ^ neg) - neg, nan)
+    }
+
+    /// [`min_max`] for this type: a comparison with NaN is false, so it
+    /// gives `b`.
+    #[inline]
+    pub fn min_max(&self, a: u64, b: u64, want_max: bool) -> u64 {
+        let ((x, a_nan), (y, b_nan)) = (self.key(a), self.key(b));
+        let wins = if want_max { x > y } else { x < y };
+        std::hint::select_unpredictable(wins & !a_nan & !b_nan, a, b)
+    }
 }
 
 #[cfg(test)]
@@ -224,6 +279,63 @@ mod tests {
                 assert!(same, "{dt:?} bits {bits:#x} -> {v} -> {back:#x}");
             }
         }
+    }
+
+    /// The comparison by f64 value that `min_max` must agree with.
+    fn min_max_by_value(dt: DataType, a: u64, b: u64, want_max: bool) -> u64 {
+        let (x, y) = (to_f64(dt, a), to_f64(dt, b));
+        let take_a = if want_max { x > y } else { x < y };
+        if take_a { a } else { b }
+    }
+
+    #[test]
+    fn min_max_compares_by_value() {
+        let check = |dt: DataType, a: u64, b: u64| {
+            for want_max in [false, true] {
+                assert_eq!(
+                    min_max(dt, a, b, want_max),
+                    min_max_by_value(dt, a, b, want_max),
+                    "{dt:?} {a:#x} {b:#x} max={want_max}"
+                );
+            }
+        };
+        // Every pair of 8-bit values (NaNs, infinities, both zeros included).
+        for dt in [F8e4m3, F8e5m2] {
+            for a in 0..256 {
+                for b in 0..256 {
+                    check(dt, a, b);
+                }
+            }
+        }
+        // Wider types: specials against a spread of values.
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for dt in [Half, Bfloat16, Float, Double] {
+            let bits = dt.size() as u32 * 8;
+            let top = 1u64 << (bits - 1);
+            let exp_ones = from_f64(dt, f64::INFINITY);
+            let specials = [
+                0,
+                top,
+                exp_ones,
+                exp_ones | top,
+                exp_ones | 1,
+                exp_ones | 1 | top,
+                1,
+                top | 1,
+            ];
+            for _ in 0..20_000 {
+                x = crate::nccltests::verifiable::rng::mix_bits(x);
+                let r = x >> (64 - bits);
+                for &s in &specials {
+                    check(dt, r, s);
+                    check(dt, s, r);
+                }
+                check(dt, r, r ^ 1);
+                check(dt, r, r ^ top);
+            }
+        }
+        // Integers never take `a` (their f64 decoding is 0.0).
+        assert_eq!(min_max(Int32, 5, 7, true), 7);
     }
 
     #[test]
