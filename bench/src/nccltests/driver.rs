@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use super::backend::{BufRef, CollCall, Poll, Ranks};
-use super::check::{self, Plan, Seg};
+use super::check::{Checker, Plan, Seg};
 use super::colls::{Collective, InitArgs, OpMode, RootMode, Target};
 use super::errors::{TestError, TestResult};
 use super::hooks::Hooks;
@@ -16,6 +16,7 @@ use super::options::Options;
 use super::output::{IterReport, Output, RowResult};
 use super::sync::{Average, ProcessSync};
 use super::types::{DataType, Features, RedOp};
+use super::workers::Workers;
 
 /// What every thread of the process shares.
 pub struct Common<'a> {
@@ -37,6 +38,10 @@ pub struct Common<'a> {
     pub max_bytes: u64,
     /// Host name for messages.
     pub hostname: &'a str,
+    /// Host threads each thread may use to generate and check data (its
+    /// share of the host: every `-t` thread of every process on this host
+    /// checks at the same time).
+    pub check_workers: Workers,
 }
 
 /// Per-thread totals returned to the process.
@@ -71,6 +76,7 @@ pub struct Thread<'a> {
     report_errors: bool,
     rep: u64,
     expected: Vec<Vec<Seg>>,
+    checker: Checker,
     stalled: bool,
     timed: bool,
     what: String,
@@ -99,6 +105,7 @@ impl<'a> Thread<'a> {
             report_errors: c.opts.datacheck != 0,
             rep: 0,
             expected: vec![Vec::new(); count],
+            checker: Checker::new(c.check_workers),
             stalled: false,
             timed: false,
             what: String::new(),
@@ -589,7 +596,8 @@ impl<'a> Thread<'a> {
             };
             let mut plan = Plan::new(dt, self.sz.expected_bytes);
             self.report_errors = (self.c.coll.init)(&args, &mut plan);
-            check::apply(&plan, self.ranks.as_mut(), i, dt, self.unalign)?;
+            self.checker
+                .apply(&plan, self.ranks.as_mut(), i, dt, self.unalign)?;
             self.expected[i] = plan.expected;
         }
         Ok(())
@@ -608,7 +616,7 @@ impl<'a> Thread<'a> {
                 };
             let corrupt = self.c.hooks.corrupt.contains(&rank);
             let exp = std::mem::take(&mut self.expected[i]);
-            let r = check::verify(
+            let r = self.checker.verify(
                 &exp,
                 self.ranks.as_mut(),
                 i,

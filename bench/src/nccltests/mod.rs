@@ -29,5 +29,6 @@ pub mod run;
 pub mod sync;
 pub mod types;
 pub mod verifiable;
+pub mod workers;
 
 pub use run::main;
