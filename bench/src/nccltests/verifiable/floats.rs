@@ -52,6 +52,7 @@ pub fn make_float(l: Layout, sign: u64, exp: u64, mant: u64) -> u64 {
 }
 
 /// Decodes element bits of a float type to f64 (exact).
+#[inline]
 pub fn to_f64(dt: DataType, bits: u64) -> f64 {
     match dt {
         DataType::Float => f32::from_bits(bits as u32) as f64,
@@ -83,7 +84,7 @@ fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
             f64::NAN
         };
     }
-    let scale = |e: i32| 2f64.powi(e);
+    let scale = pow2;
     if exp == 0 {
         sign * mant as f64 * scale(1 - l.bias() - l.mant_bits as i32)
     } else {
@@ -94,6 +95,7 @@ fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
 /// Rounds an f64 to the nearest element of a float type (ties to even).
 /// half and bfloat16 overflow to infinity; fp8 saturates to the largest
 /// finite value, as CUDA's default `__nv_fp8_*` conversions do.
+#[inline]
 pub fn from_f64(dt: DataType, v: f64) -> u64 {
     match dt {
         DataType::Float => (v as f32).to_bits() as u64,
@@ -105,6 +107,7 @@ pub fn from_f64(dt: DataType, v: f64) -> u64 {
     }
 }
 
+#[inline]
 fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
     let sign_bit = 1u64 << (l.exp_bits + l.mant_bits);
     let sign = if v.is_sign_negative() { sign_bit } else { 0 };
@@ -122,11 +125,11 @@ fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
     } else {
         exponent_of(a).max(emin)
     };
-    let quantum = 2f64.powi(e - l.mant_bits as i32);
+    let quantum = pow2(e - l.mant_bits as i32);
     let q = if a.is_infinite() {
         f64::INFINITY
     } else {
-        (a / quantum).round_ties_even()
+        round_ties_even_small(a / quantum)
     };
     // q in [0, 2^(m+1)] includes the implicit bit, so adding it to the
     // exponent field carries correctly into the next binade (and turns a
@@ -140,6 +143,28 @@ fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
         _ if matches!(dt, DataType::F8e4m3 | DataType::F8e5m2) => sign | max_finite,
         _ => sign | exp_field_max << l.mant_bits,
     }
+}
+
+/// `2f64.powi(e)`, built from its bits: the host and MPI backends'
+/// reductions decode and encode every element, and `powi` is a loop (which
+/// the compiler may run even where a branch would skip it).
+fn pow2(e: i32) -> f64 {
+    match e {
+        -1022..=1023 => f64::from_bits(((e + 1023) as u64) << 52),
+        1024.. => f64::INFINITY,
+        -1023 => f64::from_bits(1 << 51),
+        // powi computes 1 / 2^-e, and 2^-e overflows.
+        _ => 0.0,
+    }
+}
+
+/// `x.round_ties_even()` for 0 <= x < 2^52 (every quotient `encode_small`
+/// rounds): adding 2^52 leaves no fraction bits, so the addition itself
+/// rounds to nearest even. (Without SSE4.1, `round_ties_even` is a libm
+/// call.)
+fn round_ties_even_small(x: f64) -> f64 {
+    const TWO52: f64 = (1u64 << 52) as f64;
+    (x + TWO52) - TWO52
 }
 
 /// Fields (exponent and mantissa) of the largest finite value.
@@ -164,6 +189,7 @@ fn exponent_of(a: f64) -> i32 {
 }
 
 /// `a + b` in the element type's arithmetic.
+#[inline]
 pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
     match dt {
         DataType::Float => (f32::from_bits(a as u32) + f32::from_bits(b as u32)).to_bits() as u64,
@@ -172,6 +198,7 @@ pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
 }
 
 /// `a * b` in the element type's arithmetic.
+#[inline]
 pub fn mul(dt: DataType, a: u64, b: u64) -> u64 {
     match dt {
         DataType::Float => (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64,
@@ -245,6 +272,34 @@ impl FloatOrder {
 mod tests {
     use super::*;
     use DataType::*;
+
+    #[test]
+    fn rounding_to_even_below_2_pow_52() {
+        let mut x = 1u64;
+        for k in 0..200_000u64 {
+            x = crate::nccltests::verifiable::rng::mix_bits(x);
+            // Halves (ties), quarters and arbitrary fractions, small and large.
+            let v = [
+                (k as f64) / 2.0,
+                (k as f64) / 4.0,
+                (x >> 12) as f64 / (1u64 << (x % 40)) as f64,
+                f64::from_bits(x >> 2) % (1u64 << 52) as f64,
+            ];
+            for v in v
+                .into_iter()
+                .filter(|v| v.is_finite() && *v >= 0.0 && *v < (1u64 << 52) as f64)
+            {
+                assert_eq!(round_ties_even_small(v), v.round_ties_even(), "{v}");
+            }
+        }
+    }
+
+    #[test]
+    fn powers_of_two_are_exact() {
+        for e in -1100..1100 {
+            assert_eq!(pow2(e).to_bits(), 2f64.powi(e).to_bits(), "2^{e}");
+        }
+    }
 
     #[test]
     fn known_encodings() {

@@ -88,7 +88,10 @@ pub fn avg_pre_op(dt: DataType, x: u64, rank_n: i32) -> u64 {
     floats::mul(dt, floats::from_f64(dt, inv), x)
 }
 
-/// Combines two (pre-operated) values: sum, prod, min or max.
+/// Combines two (pre-operated) values: sum, prod, min or max. Always
+/// inlined: the MPI backend's per-type reduction functions rely on `dt` and
+/// `op` folding to constants.
+#[inline(always)]
 pub fn combine(dt: DataType, op: RedOp, a: u64, b: u64) -> u64 {
     if floats::layout(dt).is_some() {
         return match op {
