@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on the build machine, what check-all-reduce-perf.sh,
-# compare-nccl-tests.sh and multi-gpu.sh run on a GPU machine: the release *_perf binaries
+# compare-nccl-tests.sh, multi-gpu.sh and datacheck-speed.sh run on a GPU
+# machine: the release *_perf binaries
 # (NCCL and CUDA are loaded at run time, so nothing GPU-related is needed
 # here) and the scripts, copied into DIR.
 #   scripts/gpu/build-nccltests.sh DIR
@@ -18,6 +19,7 @@ for b in "${bins[@]}"; do
   strip --strip-debug "$DIR/$b"
 done
 cp scripts/gpu/check-all-reduce-perf.sh scripts/gpu/compare-nccl-tests.sh scripts/gpu/multi-gpu.sh \
+  scripts/gpu/datacheck-speed.sh \
   scripts/gpu/nccltests_report.py "$DIR/"
 # The GPU machine must not need a newer glibc than 2.34.
 newest=$(for b in "${bins[@]}"; do objdump -T "$DIR/$b"; done |

@@ -96,7 +96,7 @@ check "all types and ops, -c 1" 0 "--rows 272 --skipped 4" \
 grep_check "fp8 skip note" "# Skipping f8e4m3 avg: not supported: avg reductions of f8e4m3 data need at least 2 ranks"
 check "fp8 avg asked for alone on one rank" 5 "" "$AR" -b 8 -e 8 -d f8e4m3 -o avg
 grep_check "fp8 avg refusal" "not supported: avg reductions of f8e4m3"
-check "large, every op, two check passes (crosses 16 MiB chunks)" 0 "--rows 6" \
+check "large, every op, two check passes (crosses 32 MiB chunks)" 0 "--rows 6" \
   "$AR" -b 96M -e 96M -d float -o all -c 2 -n 2
 check "1 GiB bfloat16 checked" 0 "--rows 1" "$AR" -b 1G -e 1G -d bfloat16 -c 1 -n 2
 check "-G 10 (CUDA graphs), every op" 0 "--rows 36" "$AR" $S -G 10 -o all -c 1 -n 5

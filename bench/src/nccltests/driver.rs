@@ -6,7 +6,7 @@
 //! except the barriers nccl-tests itself puts there (`-z 1`, `-z 3`).
 
 use super::backend::{BufRef, CollCall, Poll, Ranks};
-use super::check::{self, Plan, Seg};
+use super::check::{Checker, Plan, Seg};
 use super::colls::{Collective, InitArgs, OpMode, RootMode, Target};
 use super::errors::{TestError, TestResult};
 use super::hooks::Hooks;
@@ -15,6 +15,7 @@ use super::output::{IterReport, Output, RowResult};
 use super::sync::{Average, ProcessSync};
 use super::timer::Timer;
 use super::types::{DataType, Features, RedOp};
+use super::workers::Workers;
 
 /// What every thread of the process shares.
 pub struct Common<'a> {
@@ -40,6 +41,10 @@ pub struct Common<'a> {
     pub max_bytes: u64,
     /// Host name for messages.
     pub hostname: &'a str,
+    /// Host threads each thread may use to generate and check data (its
+    /// share of the host: every `-t` thread of every process on this host
+    /// checks at the same time).
+    pub check_workers: Workers,
 }
 
 /// Per-thread totals returned to the process.
@@ -88,6 +93,7 @@ pub struct Thread<'a> {
     /// The calls of the current placement at shift 0 (one per local rank)
     /// and their offset rotation, set by `prepare`.
     launch: Launch,
+    checker: Checker,
     stalled: bool,
     timed: bool,
     what: String,
@@ -117,6 +123,7 @@ impl<'a> Thread<'a> {
             rep: 0,
             expected: vec![Vec::new(); count],
             launch: Launch::default(),
+            checker: Checker::new(c.check_workers),
             stalled: false,
             timed: false,
             what: String::new(),
@@ -653,7 +660,8 @@ impl<'a> Thread<'a> {
             };
             let mut plan = Plan::new(dt, self.sz.expected_bytes);
             self.report_errors = (self.c.coll.init)(&args, &mut plan);
-            check::apply(&plan, self.ranks.as_mut(), i, dt, self.unalign)?;
+            self.checker
+                .apply(&plan, self.ranks.as_mut(), i, dt, self.unalign)?;
             self.expected[i] = plan.expected;
         }
         Ok(())
@@ -672,7 +680,7 @@ impl<'a> Thread<'a> {
                 };
             let corrupt = self.c.hooks.corrupt.contains(&rank);
             let exp = std::mem::take(&mut self.expected[i]);
-            let r = check::verify(
+            let r = self.checker.verify(
                 &exp,
                 self.ranks.as_mut(),
                 i,

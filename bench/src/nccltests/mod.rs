@@ -34,5 +34,6 @@ pub mod threads;
 pub mod timer;
 pub mod types;
 pub mod verifiable;
+pub mod workers;
 
 pub use run::main;

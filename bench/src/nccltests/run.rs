@@ -14,6 +14,7 @@ use super::options::{self, Options, Parsed, Printed};
 use super::output::{Output, text::DeviceLine};
 use super::sync::ProcessSync;
 use super::threads::{alloc_all, run_threads};
+use super::workers::Workers;
 
 /// Runs the benchmark for `coll` with the process's arguments and returns
 /// the exit status. Binaries call this from `main`.
@@ -126,6 +127,8 @@ struct Place {
     proc: usize,
     total_procs: usize,
     local_rank: usize,
+    /// Processes of the run on this host (this one included).
+    local_procs: usize,
     color: i32,
     group_procs: usize,
     group_proc: usize,
@@ -141,6 +144,10 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
         .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
         .collect();
     let local_rank = hint.unwrap_or_else(|| hosthash::local_rank(&hashes, proc));
+    let local_procs = hashes
+        .iter()
+        .filter(|&&h| Some(&h) == hashes.get(proc))
+        .count();
     let color = split_color(proc);
     let colors = boot.allgather(&color.to_le_bytes())?;
     let colors: Vec<i32> = colors
@@ -155,6 +162,7 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
         proc,
         total_procs,
         local_rank,
+        local_procs,
         color,
         group_procs,
         group_proc,
@@ -269,6 +277,7 @@ fn run(
         uneven_split: pl.uneven,
         max_bytes: opts.max_bytes,
         hostname: host,
+        check_workers: Workers::share(pl.local_procs.max(1) * opts.nthreads.max(1) as usize),
     };
     let done = run_threads(&common, &*be, &id, &slots, &mut ranks, &mut out)?;
     let totals = done.totals;

@@ -334,6 +334,18 @@ impl Shared {
         Ok(())
     }
 
+    /// Zeros `len` bytes in place (no zeroed staging copy).
+    fn zero(&self, l: usize, at: BufRef, len: usize) -> TestResult<()> {
+        let mut m = self.mem[l].lock().unwrap_or_else(|p| p.into_inner());
+        let b = m.buf_mut(at.buf);
+        let size = b.len();
+        let dst = b
+            .get_mut(at.offset..at.offset.saturating_add(len))
+            .ok_or_else(|| range_err("host", buf_name(at.buf), at.offset, len, size))?;
+        dst.fill(0);
+        Ok(())
+    }
+
     fn write(&self, l: usize, at: BufRef, data: &[u8]) -> TestResult<()> {
         let mut m = self.mem[l].lock().unwrap_or_else(|p| p.into_inner());
         let b = m.buf_mut(at.buf);
@@ -344,6 +356,10 @@ impl Shared {
         dst.copy_from_slice(data);
         Ok(())
     }
+}
+
+fn buf_name(t: Target) -> &'static str {
+    if t == Target::Send { "send" } else { "recv" }
 }
 
 /// One thread's ranks on the host backend.
@@ -377,7 +393,7 @@ impl Ranks for HostRanks {
     }
     fn zero(&mut self, i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()> {
         self.shared
-            .write(self.locals[i], BufRef { buf, offset }, &vec![0u8; len])
+            .zero(self.locals[i], BufRef { buf, offset }, len)
     }
     fn upload(&mut self, i: usize, buf: Target, offset: usize, data: &[u8]) -> TestResult<()> {
         self.shared

@@ -674,6 +674,9 @@ mod user_ops {
     ///
     /// # Safety
     /// MPI passes valid buffers of `*len` elements of the type's width.
+    // Inlined into each user function so that `dt` and `op` are constants
+    // there and the per-element reduction specializes.
+    #[inline(always)]
     unsafe fn apply(
         dt: DataType,
         op: RedOp,

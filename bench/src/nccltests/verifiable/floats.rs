@@ -52,6 +52,7 @@ pub fn make_float(l: Layout, sign: u64, exp: u64, mant: u64) -> u64 {
 }
 
 /// Decodes element bits of a float type to f64 (exact).
+#[inline]
 pub fn to_f64(dt: DataType, bits: u64) -> f64 {
     match dt {
         DataType::Float => f32::from_bits(bits as u32) as f64,
@@ -83,7 +84,7 @@ fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
             f64::NAN
         };
     }
-    let scale = |e: i32| 2f64.powi(e);
+    let scale = pow2;
     if exp == 0 {
         sign * mant as f64 * scale(1 - l.bias() - l.mant_bits as i32)
     } else {
@@ -94,6 +95,7 @@ fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
 /// Rounds an f64 to the nearest element of a float type (ties to even).
 /// half and bfloat16 overflow to infinity; fp8 saturates to the largest
 /// finite value, as CUDA's default `__nv_fp8_*` conversions do.
+#[inline]
 pub fn from_f64(dt: DataType, v: f64) -> u64 {
     match dt {
         DataType::Float => (v as f32).to_bits() as u64,
@@ -105,6 +107,7 @@ pub fn from_f64(dt: DataType, v: f64) -> u64 {
     }
 }
 
+#[inline]
 fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
     let sign_bit = 1u64 << (l.exp_bits + l.mant_bits);
     let sign = if v.is_sign_negative() { sign_bit } else { 0 };
@@ -122,11 +125,11 @@ fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
     } else {
         exponent_of(a).max(emin)
     };
-    let quantum = 2f64.powi(e - l.mant_bits as i32);
+    let quantum = pow2(e - l.mant_bits as i32);
     let q = if a.is_infinite() {
         f64::INFINITY
     } else {
-        (a / quantum).round_ties_even()
+        round_ties_even_small(a / quantum)
     };
     // q in [0, 2^(m+1)] includes the implicit bit, so adding it to the
     // exponent field carries correctly into the next binade (and turns a
@@ -140,6 +143,28 @@ fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
         _ if matches!(dt, DataType::F8e4m3 | DataType::F8e5m2) => sign | max_finite,
         _ => sign | exp_field_max << l.mant_bits,
     }
+}
+
+/// `2f64.powi(e)`, built from its bits: the host and MPI backends'
+/// reductions decode and encode every element, and `powi` is a loop (which
+/// the compiler may run even where a branch would skip it).
+fn pow2(e: i32) -> f64 {
+    match e {
+        -1022..=1023 => f64::from_bits(((e + 1023) as u64) << 52),
+        1024.. => f64::INFINITY,
+        -1023 => f64::from_bits(1 << 51),
+        // powi computes 1 / 2^-e, and 2^-e overflows.
+        _ => 0.0,
+    }
+}
+
+/// `x.round_ties_even()` for 0 <= x < 2^52 (every quotient `encode_small`
+/// rounds): adding 2^52 leaves no fraction bits, so the addition itself
+/// rounds to nearest even. (Without SSE4.1, `round_ties_even` is a libm
+/// call.)
+fn round_ties_even_small(x: f64) -> f64 {
+    const TWO52: f64 = (1u64 << 52) as f64;
+    (x + TWO52) - TWO52
 }
 
 /// Fields (exponent and mantissa) of the largest finite value.
@@ -164,6 +189,7 @@ fn exponent_of(a: f64) -> i32 {
 }
 
 /// `a + b` in the element type's arithmetic.
+#[inline]
 pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
     match dt {
         DataType::Float => (f32::from_bits(a as u32) + f32::from_bits(b as u32)).to_bits() as u64,
@@ -172,6 +198,7 @@ pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
 }
 
 /// `a * b` in the element type's arithmetic.
+#[inline]
 pub fn mul(dt: DataType, a: u64, b: u64) -> u64 {
     match dt {
         DataType::Float => (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64,
@@ -180,16 +207,99 @@ pub fn mul(dt: DataType, a: u64, b: u64) -> u64 {
 }
 
 /// `a < b ? a : b` (min) or `a > b ? a : b` (max) in the element type.
+/// Compares the bits directly ([`FloatOrder`]) instead of decoding both
+/// values: the generic expected output runs this once per rank and element.
 pub fn min_max(dt: DataType, a: u64, b: u64, want_max: bool) -> u64 {
-    let (x, y) = (to_f64(dt, a), to_f64(dt, b));
-    let take_a = if want_max { x > y } else { x < y };
-    if take_a { a } else { b }
+    // Any comparison of non-float types (which decode to 0.0) is false.
+    FloatOrder::new(dt).map_or(b, |o| o.min_max(a, b, want_max))
+}
+
+/// How the bits of a float type order by value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloatOrder {
+    l: Layout,
+    sign_bit: u64,
+    /// Magnitude bits of infinity (e4m3: of the largest finite value).
+    inf: u64,
+    /// e4m3 has no infinities: only the all-ones magnitude is NaN.
+    nan_is_all_ones: bool,
+}
+
+impl FloatOrder {
+    /// The order of `dt`'s values (None for integer types).
+    pub fn new(dt: DataType) -> Option<FloatOrder> {
+        let l = layout(dt)?;
+        Some(FloatOrder {
+            l,
+            sign_bit: 1u64 << (l.exp_bits + l.mant_bits),
+            inf: ((1u64 << l.exp_bits) - 1) << l.mant_bits,
+            nan_is_all_ones: dt == DataType::F8e4m3,
+        })
+    }
+
+    /// The format's layout.
+    pub fn layout(&self) -> Layout {
+        self.l
+    }
+
+    /// An integer ordered as the value of `bits` (sign-magnitude, with -0
+    /// and +0 both 0), and whether `bits` is a NaN. Branch-free: signs of
+    /// generated values are random, so a branch would mispredict half the
+    /// time.
+    #[inline]
+    pub fn key(&self, bits: u64) -> (i64, bool) {
+        let mag = bits & (self.sign_bit - 1);
+        let nan = if self.nan_is_all_ones {
+            mag == self.inf | self.l.mant_mask()
+        } else {
+            mag > self.inf
+        };
+        let neg = -i64::from(bits & self.sign_bit != 0);
+        ((mag as i64 ^ neg) - neg, nan)
+    }
+
+    /// [`min_max`] for this type: a comparison with NaN is false, so it
+    /// gives `b`.
+    #[inline]
+    pub fn min_max(&self, a: u64, b: u64, want_max: bool) -> u64 {
+        let ((x, a_nan), (y, b_nan)) = (self.key(a), self.key(b));
+        let wins = if want_max { x > y } else { x < y };
+        std::hint::select_unpredictable(wins & !a_nan & !b_nan, a, b)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use DataType::*;
+
+    #[test]
+    fn rounding_to_even_below_2_pow_52() {
+        let mut x = 1u64;
+        for k in 0..200_000u64 {
+            x = crate::nccltests::verifiable::rng::mix_bits(x);
+            // Halves (ties), quarters and arbitrary fractions, small and large.
+            let v = [
+                (k as f64) / 2.0,
+                (k as f64) / 4.0,
+                (x >> 12) as f64 / (1u64 << (x % 40)) as f64,
+                f64::from_bits(x >> 2) % (1u64 << 52) as f64,
+            ];
+            for v in v
+                .into_iter()
+                .filter(|v| v.is_finite() && *v >= 0.0 && *v < (1u64 << 52) as f64)
+            {
+                assert_eq!(round_ties_even_small(v), v.round_ties_even(), "{v}");
+            }
+        }
+    }
+
+    #[test]
+    fn powers_of_two_are_exact() {
+        for e in -1100..1100 {
+            assert_eq!(pow2(e).to_bits(), 2f64.powi(e).to_bits(), "2^{e}");
+        }
+    }
 
     #[test]
     fn known_encodings() {
@@ -224,6 +334,63 @@ mod tests {
                 assert!(same, "{dt:?} bits {bits:#x} -> {v} -> {back:#x}");
             }
         }
+    }
+
+    /// The comparison by f64 value that `min_max` must agree with.
+    fn min_max_by_value(dt: DataType, a: u64, b: u64, want_max: bool) -> u64 {
+        let (x, y) = (to_f64(dt, a), to_f64(dt, b));
+        let take_a = if want_max { x > y } else { x < y };
+        if take_a { a } else { b }
+    }
+
+    #[test]
+    fn min_max_compares_by_value() {
+        let check = |dt: DataType, a: u64, b: u64| {
+            for want_max in [false, true] {
+                assert_eq!(
+                    min_max(dt, a, b, want_max),
+                    min_max_by_value(dt, a, b, want_max),
+                    "{dt:?} {a:#x} {b:#x} max={want_max}"
+                );
+            }
+        };
+        // Every pair of 8-bit values (NaNs, infinities, both zeros included).
+        for dt in [F8e4m3, F8e5m2] {
+            for a in 0..256 {
+                for b in 0..256 {
+                    check(dt, a, b);
+                }
+            }
+        }
+        // Wider types: specials against a spread of values.
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for dt in [Half, Bfloat16, Float, Double] {
+            let bits = dt.size() as u32 * 8;
+            let top = 1u64 << (bits - 1);
+            let exp_ones = from_f64(dt, f64::INFINITY);
+            let specials = [
+                0,
+                top,
+                exp_ones,
+                exp_ones | top,
+                exp_ones | 1,
+                exp_ones | 1 | top,
+                1,
+                top | 1,
+            ];
+            for _ in 0..20_000 {
+                x = crate::nccltests::verifiable::rng::mix_bits(x);
+                let r = x >> (64 - bits);
+                for &s in &specials {
+                    check(dt, r, s);
+                    check(dt, s, r);
+                }
+                check(dt, r, r ^ 1);
+                check(dt, r, r ^ top);
+            }
+        }
+        // Integers never take `a` (their f64 decoding is 0.0).
+        assert_eq!(min_max(Int32, 5, 7, true), 7);
     }
 
     #[test]

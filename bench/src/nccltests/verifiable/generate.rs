@@ -2,7 +2,8 @@
 //! `genOutput` of nccl-tests' verifiable.cu), returning element bits.
 
 use super::floats::{self, Layout};
-use super::rng::{Width, gen_sum_xy, hash_of, mix_bits, shuffle_rank, umul32hi};
+use super::kernel::Kernel;
+use super::rng::{Width, gen_sum_y, hash_of, mix_bits, shuffle_rank, sum_part, umul32hi};
 use crate::nccltests::types::{DataType, RedOp, premul_scalar};
 
 /// The reduction a generator targets. `Nil` is a plain copy (every
@@ -26,7 +27,7 @@ impl GenOp {
     }
 }
 
-fn int_mask(dt: DataType) -> u64 {
+pub(super) fn int_mask(dt: DataType) -> u64 {
     u64::MAX >> (64 - 8 * dt.size())
 }
 
@@ -46,58 +47,19 @@ fn ix_mix(index: i64, rank_me: i32) -> u64 {
 
 /// One input element for rank `rank_me` of `rank_n`.
 pub fn gen_input(dt: DataType, op: GenOp, rank_n: i32, rank_me: i32, seed: u64, index: i64) -> u64 {
-    match (floats::layout(dt), op) {
-        (None, GenOp::Nil) => mix_bits(seed ^ index as u64) >> (64 - 8 * dt.size()) & int_mask(dt),
-        (None, GenOp::Red(o)) => {
-            let bits = int_mask(dt) & hash_of(ix_mix(index, rank_me), seed);
-            if o == RedOp::Prod && bits == 0 {
-                1
-            } else {
-                bits
-            }
-        }
-        (Some(l), GenOp::Nil | GenOp::Red(RedOp::Max | RedOp::Min)) => {
-            random_float(l, rank_me, seed, index)
-        }
-        (Some(l), GenOp::Red(RedOp::Sum)) => float_sum(dt, l, true, rank_n, rank_me, seed, index),
-        (Some(l), GenOp::Red(RedOp::Prod)) => float_prod(l, true, rank_n, rank_me, seed, index),
-        (Some(l), GenOp::Red(RedOp::MulSum)) => {
-            float_premulsum(l, true, rank_n, rank_me, seed, index)
-        }
-        (Some(l), GenOp::Red(RedOp::Avg)) => avg_input(dt, l, rank_n, rank_me, seed),
-    }
+    Kernel::input(dt, op, rank_n, rank_me, seed).at(index)
 }
 
 /// The expected reduced element.
 pub fn gen_output(dt: DataType, op: GenOp, rank_n: i32, seed: u64, index: i64) -> u64 {
-    match (floats::layout(dt), op) {
-        (_, GenOp::Nil) => gen_input(dt, op, rank_n, 0, seed, index),
-        (Some(l), GenOp::Red(RedOp::Sum)) => float_sum(dt, l, false, rank_n, 0, seed, index),
-        (Some(l), GenOp::Red(RedOp::Prod)) => float_prod(l, false, rank_n, 0, seed, index),
-        (Some(l), GenOp::Red(RedOp::MulSum)) => float_premulsum(l, false, rank_n, 0, seed, index),
-        (Some(l), GenOp::Red(RedOp::Avg)) => avg_output(dt, l, rank_n, seed),
-        (_, GenOp::Red(o)) => generic_output(dt, o, rank_n, seed, index),
-    }
+    Kernel::expected(dt, op, rank_n, seed).at(index)
 }
 
-/// The generic `genOutput`: reduce every rank's input in rank order.
-fn generic_output(dt: DataType, op: RedOp, rank_n: i32, seed: u64, index: i64) -> u64 {
-    let mut acc = pre_op(
-        dt,
-        op,
-        gen_input(dt, GenOp::Red(op), rank_n, 0, seed, index),
-        0,
-    );
-    for r in 1..rank_n {
-        let x = pre_op(
-            dt,
-            op,
-            gen_input(dt, GenOp::Red(op), rank_n, r, seed, index),
-            r,
-        );
-        acc = combine(dt, op, acc, x);
-    }
-    post_op(dt, op, acc, rank_n)
+/// Integer reduction input: hashed index, never zero for prod.
+#[inline]
+pub(super) fn int_hash(mask: u64, prod: bool, rank_me: i32, seed: u64, index: i64) -> u64 {
+    let bits = mask & hash_of(ix_mix(index, rank_me), seed);
+    if prod && bits == 0 { 1 } else { bits }
 }
 
 /// The op's per-rank pre-operation: premulsum scales by the rank scalar.
@@ -126,7 +88,10 @@ pub fn avg_pre_op(dt: DataType, x: u64, rank_n: i32) -> u64 {
     floats::mul(dt, floats::from_f64(dt, inv), x)
 }
 
-/// Combines two (pre-operated) values: sum, prod, min or max.
+/// Combines two (pre-operated) values: sum, prod, min or max. Always
+/// inlined: the MPI backend's per-type reduction functions rely on `dt` and
+/// `op` folding to constants.
+#[inline(always)]
 pub fn combine(dt: DataType, op: RedOp, a: u64, b: u64) -> u64 {
     if floats::layout(dt).is_some() {
         return match op {
@@ -164,7 +129,8 @@ pub fn post_op(dt: DataType, op: RedOp, x: u64, rank_n: i32) -> u64 {
 }
 
 /// The random float of the Nil/min/max generators.
-fn random_float(l: Layout, rank_me: i32, seed: u64, index: i64) -> u64 {
+#[inline]
+pub(super) fn random_float(l: Layout, rank_me: i32, seed: u64, index: i64) -> u64 {
     let mut rng = hash_of(ix_mix(index, rank_me), seed);
     let sign = rng & 1;
     rng ^= rng >> 1;
@@ -174,7 +140,8 @@ fn random_float(l: Layout, rank_me: i32, seed: u64, index: i64) -> u64 {
     floats::make_float(l, sign, exp, rng & l.mant_mask())
 }
 
-fn width(dt: DataType) -> Width {
+/// The unsigned width `genInOutFloatSum` computes mantissas in.
+pub(super) fn sum_width(dt: DataType) -> Width {
     if dt.size() * 8 > 32 {
         Width::W64
     } else {
@@ -193,8 +160,9 @@ fn normalized(l: Layout, sign: u64, exp: i32, mant: u64) -> u64 {
 }
 
 /// `genInOutFloatSum` with mixed signs.
-fn float_sum(
-    dt: DataType,
+#[inline]
+pub(super) fn float_sum(
+    w: Width,
     l: Layout,
     input: bool,
     rank_n: i32,
@@ -202,7 +170,6 @@ fn float_sum(
     seed: u64,
     index: i64,
 ) -> u64 {
-    let w = width(dt);
     let exp_lo = 1 + l.mant_bits as i32;
     let exp_hi = (1 << l.exp_bits) - 1;
     let max_mant = 2 * l.mant_mask() + 1;
@@ -212,38 +179,52 @@ fn float_sum(
     let xy_exp = exp_lo + umul32hi((rng >> 32) as u32, (exp_hi - exp_lo) as u32) as i32;
     rng = mix_bits(rng);
     let me = shuffle_rank(rank_n, rank_me, &mut rng);
-    let (sub_n, sub_me) = ((rank_n + 1) / 2, me / 2);
     let mut y0 = 0;
-    let mut x0 = gen_sum_xy(w, sub_n, sub_me, &mut rng, max_mant, &mut y0, false);
+    gen_sum_y(w, &mut rng, max_mant, &mut y0, false);
+    // genSumXY's x of the call whose x this rank's input is (the first,
+    // or the second for odd shuffled ranks): only inputs compute it.
+    let mut part = ((rank_n + 1) / 2, y0);
     if rank_n / 2 != 0 {
         let mut y1 = y0;
-        let x1 = gen_sum_xy(w, rank_n / 2, me / 2, &mut rng, max_mant, &mut y1, true);
+        gen_sum_y(w, &mut rng, max_mant, &mut y1, true);
         y_sign ^= u64::from(y0 < y1);
         y0 = y0.abs_diff(y1);
         x_sign ^= (me % 2) as u64;
-        if me % 2 != 0 {
-            x0 = x1;
-        }
+        // Shuffled ranks are random: select without a branch.
+        part = std::hint::select_unpredictable(me % 2 != 0, (rank_n / 2, y1), part);
     }
-    let (sign, mant) = if input { (x_sign, x0) } else { (y_sign, y0) };
-    normalized(l, sign, xy_exp, mant)
+    if input {
+        let x = sum_part(w, part.0, me / 2, max_mant, part.1);
+        normalized(l, x_sign, xy_exp, x)
+    } else {
+        normalized(l, y_sign, xy_exp, y0)
+    }
 }
 
 /// `genInOutFloatProd`.
-fn float_prod(l: Layout, input: bool, rank_n: i32, rank_me: i32, seed: u64, index: i64) -> u64 {
+#[inline]
+pub(super) fn float_prod(
+    l: Layout,
+    input: bool,
+    rank_n: i32,
+    rank_me: i32,
+    seed: u64,
+    index: i64,
+) -> u64 {
     let mut rng = hash_of(seed, index as u64);
     let me = shuffle_rank(rank_n, rank_me, &mut rng);
     let y_sign = ((rank_n / 2) % 2) as u64;
     let x_sign = (me % 2) as u64;
     let max_exp = (1u64 << (l.exp_bits - 1)) - 1;
     let mut y_exp = 0;
-    let x_exp = gen_sum_xy(Width::W32, rank_n, me, &mut rng, max_exp, &mut y_exp, false);
+    gen_sum_y(Width::W32, &mut rng, max_exp, &mut y_exp, false);
     let bias = l.bias() as u64;
     let mut y_mant = rng & l.mant_mask();
     if y_mant == 0 {
         y_mant = 1;
     }
     if input {
+        let x_exp = sum_part(Width::W32, rank_n, me, max_exp, y_exp);
         floats::make_float(
             l,
             x_sign,
@@ -256,7 +237,8 @@ fn float_prod(l: Layout, input: bool, rank_n: i32, rank_me: i32, seed: u64, inde
 }
 
 /// `genInOutFloatPreMulSum`.
-fn float_premulsum(
+#[inline]
+pub(super) fn float_premulsum(
     l: Layout,
     input: bool,
     rank_n: i32,
@@ -278,31 +260,27 @@ fn float_premulsum(
     rng = mix_bits(rng);
     let sub0 = shuffle_rank((rank_n + 1) / 2, rank_me / 2, &mut rng);
     let sub1 = shuffle_rank(rank_n / 2, rank_me / 2, &mut rng);
-    let mut y0 = 0;
-    let x0 = gen_sum_xy(
-        w,
-        (rank_n + 1) / 2,
-        sub0,
-        &mut rng,
-        max_mant >> 1,
-        &mut y0,
-        false,
-    );
-    let (mut x1, mut y1) = (0, 0);
-    if rank_n / 2 != 0 {
-        x1 = gen_sum_xy(w, rank_n / 2, sub1, &mut rng, max_mant >> 2, &mut y1, false);
+    let (n0, n1) = ((rank_n + 1) / 2, rank_n / 2);
+    let (mut y0, mut y1) = (0, 0);
+    gen_sum_y(w, &mut rng, max_mant >> 1, &mut y0, false);
+    if n1 != 0 {
+        gen_sum_y(w, &mut rng, max_mant >> 2, &mut y1, false);
     }
-    let mant = if input {
-        if rank_me % 2 == 0 { x0 } else { x1 }
-    } else {
+    let mant = if !input {
         y0.wrapping_add(2 * y1)
+    } else if rank_me % 2 == 0 {
+        sum_part(w, n0, sub0, max_mant >> 1, y0)
+    } else if n1 != 0 {
+        sum_part(w, n1, sub1, max_mant >> 2, y1)
+    } else {
+        0
     };
     normalized(l, y_sign, y_exp, mant)
 }
 
 /// Float avg input: only two (shuffled) ranks contribute, and the value does
 /// not depend on the element index (as in nccl-tests).
-fn avg_input(dt: DataType, l: Layout, rank_n: i32, rank_me: i32, seed: u64) -> u64 {
+pub(super) fn avg_input(dt: DataType, l: Layout, rank_n: i32, rank_me: i32, seed: u64) -> u64 {
     let mut rng = seed;
     let r = shuffle_rank(rank_n, rank_me, &mut rng);
     let m = rng.wrapping_mul(if r != 0 { 0xbeef } else { 1 }) & l.mant_mask();
@@ -314,7 +292,7 @@ fn avg_input(dt: DataType, l: Layout, rank_n: i32, rank_me: i32, seed: u64) -> u
 }
 
 /// Float avg expected value: `T(TMul(1+m0)*TMul(1/n)) + T(TMul(1+m1)*TMul(1/n))`.
-fn avg_output(dt: DataType, l: Layout, rank_n: i32, seed: u64) -> u64 {
+pub(super) fn avg_output(dt: DataType, l: Layout, rank_n: i32, seed: u64) -> u64 {
     let mut rng = seed;
     shuffle_rank(rank_n, -1, &mut rng);
     let m0 = rng & l.mant_mask();

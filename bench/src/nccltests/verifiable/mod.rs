@@ -5,14 +5,19 @@
 //!
 //! Elements are generated from (seed, element index, rank), so any
 //! sub-range can be produced independently: large buffers are filled and
-//! checked in chunks without holding whole copies in memory.
+//! checked in chunks, on several threads, without holding whole copies in
+//! memory. [`Kernel`] resolves a generator once per range so that its
+//! per-element loop is plain integer arithmetic.
 
 mod floats;
 mod generate;
+mod kernel;
+mod reduce;
 mod rng;
 
 pub use floats::{from_f64, to_f64};
 pub use generate::{GenOp, avg_pre_op, combine, gen_input, gen_output, post_op, pre_op};
+pub use kernel::Kernel;
 
 use crate::nccltests::types::{DataType, RedOp};
 
@@ -46,39 +51,38 @@ pub enum Gen {
 }
 
 impl Gen {
-    /// The element at position `i` of the range, as little-endian bits.
-    pub fn element(&self, dt: DataType, i: usize) -> u64 {
+    /// The formula for elements of `dt`, resolved once (index 0 of the
+    /// range is the kernel's index [`Gen::ix0`]).
+    pub fn kernel(&self, dt: DataType) -> Kernel {
         match *self {
             Gen::Input {
                 op,
                 rank_n,
                 rank_me,
                 seed,
-                ix0,
-            } => gen_input(
-                dt,
-                GenOp::new(op, rank_n),
-                rank_n,
-                rank_me,
-                seed,
-                ix0 + i as i64,
-            ),
+                ..
+            } => Kernel::input(dt, GenOp::new(op, rank_n), rank_n, rank_me, seed),
             Gen::Expected {
-                op,
-                rank_n,
-                seed,
-                ix0,
-            } => gen_output(dt, GenOp::new(op, rank_n), rank_n, seed, ix0 + i as i64),
+                op, rank_n, seed, ..
+            } => Kernel::expected(dt, GenOp::new(op, rank_n), rank_n, seed),
         }
+    }
+
+    /// The generator index of the range's first element.
+    pub fn ix0(&self) -> i64 {
+        match *self {
+            Gen::Input { ix0, .. } | Gen::Expected { ix0, .. } => ix0,
+        }
+    }
+
+    /// The element at position `i` of the range, as little-endian bits.
+    pub fn element(&self, dt: DataType, i: usize) -> u64 {
+        self.kernel(dt).at(self.ix0() + i as i64)
     }
 
     /// Fills `out` (a whole number of elements) with elements `first..`.
     pub fn fill(&self, dt: DataType, first: usize, out: &mut [u8]) {
-        let ws = dt.size();
-        for (k, chunk) in out.chunks_exact_mut(ws).enumerate() {
-            let bits = self.element(dt, first + k);
-            chunk.copy_from_slice(&bits.to_le_bytes()[..ws]);
-        }
+        self.kernel(dt).fill(self.ix0() + first as i64, out);
     }
 }
 

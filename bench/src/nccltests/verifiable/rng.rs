@@ -83,7 +83,9 @@ impl Width {
 
 /// `genSumXY`: integers x (this rank's) and y (their sum over all ranks,
 /// y <= y_max). `y` is an input only when `avoid_y` (the result differs
-/// from it). Mixes `rng`.
+/// from it). Mixes `rng`. The generators call its halves, [`gen_sum_y`]
+/// and [`sum_part`], so that outputs skip x.
+#[cfg(test)]
 pub fn gen_sum_xy(
     w: Width,
     rank_n: i32,
@@ -93,6 +95,14 @@ pub fn gen_sum_xy(
     y: &mut u64,
     avoid_y: bool,
 ) -> u64 {
+    gen_sum_y(w, rng, y_max, y, avoid_y);
+    sum_part(w, rank_n, rank_me, y_max, *y)
+}
+
+/// The first half of `genSumXY`: draws y and mixes `rng`. Expected
+/// outputs need only this; the divisions are all in [`sum_part`].
+#[inline]
+pub fn gen_sum_y(w: Width, rng: &mut u64, y_max: u64, y: &mut u64, avoid_y: bool) {
     let m = w.mask();
     let y_min = (y_max.wrapping_add(1) & m) / 2;
     let bump = if avoid_y { 0 } else { 1 };
@@ -106,20 +116,60 @@ pub fn gen_sum_xy(
         y_min
     };
     let y1 = base.wrapping_add(d) & m;
-    let back = if avoid_y && (y1 < y_min || y_max < y1) {
-        y_max / 2
-    } else {
-        0
-    };
+    // Out of range about half the time: a branch would often mispredict.
+    let out = avoid_y & ((y1 < y_min) | (y_max < y1));
+    let back = std::hint::select_unpredictable(out, y_max / 2, 0);
     *y = y1.wrapping_sub(back) & m;
     *rng = mix_bits(*rng);
+}
 
+/// The second half of `genSumXY`: rank `rank_me`'s part x of `y` (the
+/// parts of all `rank_n` ranks sum to `y`).
+///
+/// The formula partitions y among pn = min(rank_n, 2*(y/rank_n) - 1)
+/// ranks (pn = rank_n when y < rank_n). For all but small y, pn is
+/// rank_n, and then every quotient of the formula is 0 or 1: that case is
+/// computed without its three serial divisions (the cost of generating
+/// reduction inputs), the others by [`sum_part_general`].
+#[inline]
+pub fn sum_part(w: Width, rank_n: i32, rank_me: i32, y_max: u64, y: u64) -> u64 {
+    let r = rank_me as u32 as u64;
+    let rn = rank_n as u32 as u64;
+    // pn == rn  <=>  y/rn == 0 or 2*(y/rn) - 1 >= rn  <=>  y/rn >= rn/2 + 1.
+    if y >= rn && y < (rn / 2 + 1) * rn {
+        return sum_part_general(w, rank_n, rank_me, y_max, y);
+    }
+    let m = w.mask();
+    let p_sum = part_sum(rn, y_max, m);
+    // s = min(y / p_sum, rn / pn) with rn / pn == 1 (and y / 0 all ones).
+    let s = u64::from(p_sum == 0 || y >= p_sum);
+    // x = 1 + r/s when r/s < pn, else 0 (r/0 has no partition either).
+    let mut x = if s == 1 && r < rn { 1 + r } else { 0 };
+    if r == rn.wrapping_sub(1) & 0xffff_ffff {
+        x = x.wrapping_add(y.wrapping_sub(s * p_sum)) & m;
+    }
+    x
+}
+
+/// `pn (pn + 1) / 2`, in 32-bit arithmetic when `y_max` fits 31 bits.
+#[inline]
+fn part_sum(pn: u64, y_max: u64, m: u64) -> u64 {
+    (if y_max <= (u32::MAX >> 1) as u64 {
+        ((pn as u32).wrapping_mul((pn as u32).wrapping_add(1)) / 2) as u64
+    } else {
+        pn.wrapping_mul(pn.wrapping_add(1)) / 2
+    }) & m
+}
+
+/// [`sum_part`] as `genSumXY` writes it, for any y.
+fn sum_part_general(w: Width, rank_n: i32, rank_me: i32, y_max: u64, y: u64) -> u64 {
+    let m = w.mask();
     let r = rank_me as u32 as u64;
     let rn = rank_n as u32 as u64;
     let mut pn = if rn == 1 {
         1
     } else {
-        (2 * (*y / rn)).wrapping_sub(1) & m
+        (2 * (y / rn)).wrapping_sub(1) & m
     };
     if pn == 0 {
         pn = 1;
@@ -127,11 +177,7 @@ pub fn gen_sum_xy(
     if rn < pn {
         pn = rn;
     }
-    let p_sum = if y_max <= (u32::MAX >> 1) as u64 {
-        ((pn as u32).wrapping_mul((pn as u32).wrapping_add(1)) / 2) as u64
-    } else {
-        pn.wrapping_mul(pn.wrapping_add(1)) / 2
-    } & m;
+    let p_sum = part_sum(pn, y_max, m);
     let per = y.checked_div(p_sum).unwrap_or(m);
     let s = (if per < rn / pn { per } else { rn / pn }) as u32;
     // Division by zero (possible for tiny y_max and many ranks) gives an
@@ -160,6 +206,47 @@ mod tests {
                 assert!((0..n).contains(&s), "n={n} r={r} s={s}");
                 assert!(!seen[s as usize]);
                 seen[s as usize] = true;
+            }
+        }
+    }
+
+    /// The division-free case of `sum_part` agrees with the formula as
+    /// written, for small y exhaustively and large y at random, every
+    /// (type width, y_max) the generators use and many rank counts.
+    #[test]
+    fn sum_part_shortcut_is_exact() {
+        let limits = [
+            (Width::W32, 7),
+            (Width::W32, 15),
+            (Width::W32, 255),
+            (Width::W32, 2047),
+            (Width::W32, (1 << 24) - 1),
+            (Width::W32, 63),
+            (Width::W64, (1 << 53) - 1),
+            (Width::W64, (1 << 52) - 1),
+        ];
+        let ranks = (1..=40).chain([63, 64, 65, 127, 1000, 4096, 1 << 20, i32::MAX]);
+        let mut rng = 0x5eed_u64;
+        for rank_n in ranks {
+            let rn = rank_n as u64;
+            let members = [0, 1, rank_n / 2, rank_n - 2, rank_n - 1, rank_n];
+            for (w, y_max) in limits {
+                let near = (rn / 2 + 1) * rn;
+                let ys = (0..600u64)
+                    .chain(near.saturating_sub(300)..near + 300)
+                    .chain((0..300).map(|_| {
+                        rng = mix_bits(rng);
+                        rng % (y_max + 1)
+                    }));
+                for y in ys.filter(|&y| y <= y_max) {
+                    for &r in members.iter().filter(|&&r| r >= 0) {
+                        assert_eq!(
+                            sum_part(w, rank_n, r, y_max, y),
+                            sum_part_general(w, rank_n, r, y_max, y),
+                            "{w:?} y_max={y_max} rank_n={rank_n} r={r} y={y}"
+                        );
+                    }
+                }
             }
         }
     }

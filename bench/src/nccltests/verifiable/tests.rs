@@ -94,3 +94,39 @@ fn fill_and_count_wrong() {
     c[60] ^= 0x80;
     assert_eq!(count_wrong(DataType::Float, 0, &a, &c), 2);
 }
+
+/// A digest of every formula over a grid of types, ops, rank counts,
+/// ranks, seeds and indices.
+fn grid_digest() -> u64 {
+    let mut h = 0u64;
+    let mut mix = |x: u64| h = rng::hash_of(h ^ x, 0x9e37_79b9_7f4a_7c13);
+    let indices: Vec<i64> = (0..64)
+        .chain([1000, 65_535, 65_536, 1 << 31, (1 << 40) + 7])
+        .collect();
+    for dt in ALL_TYPES {
+        for op in ALL_OPS {
+            for rank_n in [1, 2, 3, 4, 7, 8, 16, 37] {
+                let gop = GenOp::new(op, rank_n);
+                for seed in [0u64, 99, 0xc8e2_bed6_9766_d533] {
+                    for &ix in &indices {
+                        mix(gen_output(dt, gop, rank_n, seed, ix));
+                        for me in 0..rank_n.min(9) {
+                            mix(gen_input(dt, gop, rank_n, me, seed, ix));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    h
+}
+
+#[test]
+fn formulas_are_unchanged() {
+    assert_eq!(
+        grid_digest(),
+        0x8d43_f7da_458f_9caa,
+        "digest {:#x}",
+        grid_digest()
+    );
+}

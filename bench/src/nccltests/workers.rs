@@ -1,0 +1,145 @@
+//! Host threads for generating and checking verifiable data. Elements are
+//! a pure function of their index, so a buffer is cut into contiguous
+//! parts, one per thread, and the result does not depend on the cut.
+
+use std::num::NonZeroUsize;
+
+/// Most threads one rank's generation or check uses: memory bandwidth,
+/// not arithmetic, limits it beyond this.
+pub const MAX_WORKERS: usize = 16;
+
+/// Smallest part handed to a thread: below it a spawn costs more than the
+/// work it takes over.
+const MIN_PART: usize = 64 << 10;
+
+/// How many threads split one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Workers {
+    n: usize,
+    min_part: usize,
+}
+
+impl Workers {
+    /// Exactly `n` threads at most (at least 1).
+    pub fn new(n: usize) -> Workers {
+        Workers {
+            n: n.max(1),
+            min_part: MIN_PART,
+        }
+    }
+
+    /// A fair share of this machine for one of `sharing` checks that run at
+    /// the same time (the `-t` threads of every process on this host),
+    /// at most [`MAX_WORKERS`].
+    pub fn share(sharing: usize) -> Workers {
+        let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        Workers::new((cpus / sharing.max(1)).min(MAX_WORKERS))
+    }
+
+    /// Parts as small as `bytes` (tests: split small buffers too).
+    pub fn with_min_part(self, bytes: usize) -> Workers {
+        Workers {
+            min_part: bytes.max(1),
+            ..self
+        }
+    }
+
+    /// The thread count.
+    pub fn count(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes per part for `len` bytes of `ws`-byte elements (a whole
+    /// number of elements; the last part may be shorter).
+    fn part_len(&self, len: usize, ws: usize) -> usize {
+        let ws = ws.max(1);
+        let parts = self.n.min(len.div_ceil(self.min_part)).max(1);
+        ((len / ws).div_ceil(parts) * ws).max(ws)
+    }
+
+    /// Calls `f(first_element, part)` on every part of `out`, in parallel;
+    /// the calling thread takes the first part.
+    pub fn fill<F>(&self, out: &mut [u8], ws: usize, f: F)
+    where
+        F: Fn(usize, &mut [u8]) + Sync,
+    {
+        let per = self.part_len(out.len(), ws);
+        if per >= out.len() {
+            f(0, out);
+            return;
+        }
+        let f = &f;
+        std::thread::scope(|s| {
+            let mut parts = out.chunks_mut(per).enumerate();
+            let first = parts.next();
+            for (k, part) in parts {
+                s.spawn(move || f(k * per / ws, part));
+            }
+            if let Some((_, part)) = first {
+                f(0, part);
+            }
+        });
+    }
+
+    /// The sum of `f(first_element, part)` over every part of `data`,
+    /// computed in parallel.
+    pub fn sum<F>(&self, data: &[u8], ws: usize, f: F) -> u64
+    where
+        F: Fn(usize, &[u8]) -> u64 + Sync,
+    {
+        let per = self.part_len(data.len(), ws);
+        if per >= data.len() {
+            return f(0, data);
+        }
+        let f = &f;
+        std::thread::scope(|s| {
+            let mut parts = data.chunks(per).enumerate();
+            let first = parts.next();
+            let handles: Vec<_> = parts
+                .map(|(k, part)| s.spawn(move || f(k * per / ws, part)))
+                .collect();
+            let mut total = first.map_or(0, |(_, part)| f(0, part));
+            for h in handles {
+                total += h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            }
+            total
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_cover_every_element_once() {
+        for n in [1, 2, 3, 7, 16] {
+            for (len, ws) in [(0, 4), (1, 1), (10, 2), (1_000_003, 1), (999_999 * 8, 8)] {
+                let w = Workers::new(n).with_min_part(1);
+                let mut seen = vec![0u8; len];
+                w.fill(&mut seen, ws, |first, part| {
+                    assert_eq!(part.len() % ws, 0);
+                    for (k, b) in part.iter_mut().enumerate() {
+                        // Each byte learns where its part said it is.
+                        *b = ((first * ws + k) % 251) as u8;
+                    }
+                });
+                assert!(seen.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+                let bytes = w.sum(&seen, ws, |_, part| part.len() as u64);
+                assert_eq!(bytes, len as u64, "n={n} len={len}");
+            }
+        }
+    }
+
+    #[test]
+    fn small_buffers_stay_on_the_calling_thread() {
+        let w = Workers::new(8);
+        let me = std::thread::current().id();
+        w.fill(&mut [0u8; 1000], 4, |_, _| {
+            assert_eq!(std::thread::current().id(), me)
+        });
+        assert_eq!(Workers::new(0).count(), 1);
+        assert!(Workers::share(usize::MAX).count() >= 1);
+        assert!(Workers::share(1).count() <= MAX_WORKERS);
+    }
+}
