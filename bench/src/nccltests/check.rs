@@ -596,7 +596,9 @@ mod tests {
         let Parsed::Run(o) = parse(&argv, Features::ALL, 0, &mut Printed::default()) else {
             panic!("options");
         };
-        let be = HostBackend::new(std::sync::Arc::new(Single), &o).expect("host backend");
+        let boot: std::sync::Arc<dyn crate::nccltests::bootstrap::Bootstrap> =
+            std::sync::Arc::new(Single);
+        let be = HostBackend::new(&boot, &o, None).expect("host backend");
         let slot = RankSlot { rank: 0, device: 0 };
         let mut r = be
             .init_ranks(&[], 1, &[vec![slot]])
