@@ -9,7 +9,7 @@ use std::hint::select_unpredictable;
 
 use super::floats::FloatOrder;
 use super::generate::{int_hash, int_mask, random_float};
-use crate::nccltests::types::{DataType, ReduceOp};
+use crate::nccltests::types::{DataType, RedOp};
 
 /// An integer type's element width and signedness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub enum Reduce {
     /// Integers: hashed inputs combined with `op`.
     Int {
         /// The reduction.
-        op: ReduceOp,
+        op: RedOp,
         /// Element width and signedness.
         t: IntType,
         /// Contributions.
@@ -81,11 +81,11 @@ pub enum Reduce {
 impl Reduce {
     /// The formula for `op` over `rank_n` ranks of `dt`. Float ops other
     /// than min and max have their own generators and never get here.
-    pub fn new(dt: DataType, op: ReduceOp, rank_n: i32, seed: u64) -> Reduce {
-        debug_assert!(!dt.is_float() || matches!(op, ReduceOp::Max | ReduceOp::Min));
+    pub fn new(dt: DataType, op: RedOp, rank_n: i32, seed: u64) -> Reduce {
+        debug_assert!(!dt.is_float() || matches!(op, RedOp::Max | RedOp::Min));
         match FloatOrder::new(dt) {
             Some(order) => Reduce::Float {
-                want_max: op == ReduceOp::Max,
+                want_max: op == RedOp::Max,
                 order,
                 rank_n,
                 seed,
@@ -121,28 +121,24 @@ impl Reduce {
                 seed,
             } => {
                 let m = t.mask;
-                let p = (op == ReduceOp::Prod, rank_n, seed, m);
+                let p = (op == RedOp::Prod, rank_n, seed, m);
                 match op {
-                    ReduceOp::Sum => {
-                        run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_add(x) & m))
-                    }
-                    ReduceOp::Avg => run
+                    RedOp::Sum => run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_add(x) & m)),
+                    RedOp::Avg => run
                         .run(move |ix| t.div(fold(p, ix, |a, x, _| a.wrapping_add(x) & m), rank_n)),
                     // Odd ranks' inputs are doubled first (premul_scalar).
-                    ReduceOp::PreMulSum => run.run(move |ix| {
+                    RedOp::MulSum => run.run(move |ix| {
                         fold(p, ix, |a, x, r| {
                             a.wrapping_add(x.wrapping_mul(1 + (r & 1) as u64) & m) & m
                         })
                     }),
-                    ReduceOp::Prod => {
-                        run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_mul(x) & m))
-                    }
-                    ReduceOp::Max => run.run(move |ix| {
+                    RedOp::Prod => run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_mul(x) & m)),
+                    RedOp::Max => run.run(move |ix| {
                         fold(p, ix, |a, x, _| {
                             select_unpredictable(t.key(a) < t.key(x), x, a)
                         })
                     }),
-                    ReduceOp::Min => run.run(move |ix| {
+                    RedOp::Min => run.run(move |ix| {
                         fold(p, ix, |a, x, _| {
                             select_unpredictable(t.key(a) < t.key(x), a, x)
                         })
