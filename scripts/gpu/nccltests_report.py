@@ -423,17 +423,8 @@ def run_levels(theirs, ours, keys, what):
     lines = [f"run level, {what} (geometric mean over sizes of time / median of both "
              "tools), mean +- sd over runs; ours/nccl-tests +- 2 standard errors:"]
     for p, name in (("oop", "out-of-place"), ("ip", "in-place")):
-        med = {}
-        for k in keys:
-            v = [r[k][p]["time"] for r in theirs + ours if k in r]
-            med[k] = statistics.median(v) if v else 0.0
-
-        def level(run):
-            xs = [run[k][p]["time"] / med[k] for k in keys if k in run and med[k] > 0
-                  and run[k][p]["time"] > 0]
-            return statistics.geometric_mean(xs) if xs else float("nan")
-
-        lt, lo = [level(r) for r in theirs], [level(r) for r in ours]
+        pool = theirs + ours
+        lt, lo = levels(theirs, pool, keys, p), levels(ours, pool, keys, p)
         if len(lt) < 2 or len(lo) < 2:
             continue
         mt, mo = statistics.mean(lt), statistics.mean(lo)
