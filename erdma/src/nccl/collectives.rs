@@ -7,6 +7,7 @@
 
 use std::ffi::c_int;
 use std::fmt;
+use std::ptr::NonNull;
 
 use super::comm::Comm;
 use super::error::{NcclError, Result};
@@ -56,16 +57,70 @@ impl Drop for PreMulSum<'_> {
 }
 
 /// A buffer registration of one communicator (`ncclCommRegister` / window registration).
-#[derive(Debug)]
+///
+/// Inside a group NCCL completes a registration at the outermost `ncclGroupEnd` and only
+/// then writes the handle, through the pointer it was given. The handle therefore lives in
+/// a heap slot owned by this value (never a stack variable of the registering call), and is
+/// read when used.
 pub struct RegHandle {
-    raw: *mut std::ffi::c_void,
+    slot: NonNull<*mut std::ffi::c_void>,
     window: bool,
 }
 
 // SAFETY: the handle is an opaque token that NCCL reads only when it is passed back to a
 // call on its communicator; it may travel with that communicator (which is Send) to
-// another thread.
+// another thread. The slot is plain heap memory owned by this value.
 unsafe impl Send for RegHandle {}
+
+impl fmt::Debug for RegHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegHandle")
+            .field("raw", &self.as_raw())
+            .field("window", &self.window)
+            .finish()
+    }
+}
+
+impl RegHandle {
+    fn new(window: bool) -> RegHandle {
+        RegHandle {
+            slot: NonNull::from(Box::leak(Box::new(std::ptr::null_mut()))),
+            window,
+        }
+    }
+
+    /// Where NCCL writes the handle.
+    fn out_ptr(&self) -> *mut *mut std::ffi::c_void {
+        self.slot.as_ptr()
+    }
+
+    /// The raw handle: for a window, the `ncclWindow_t` that device-API kernels take. Null
+    /// until the registration has completed (inside a group: after `ncclGroupEnd`), and for
+    /// a registration NCCL skipped.
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        // SAFETY: the slot is a live heap allocation of this value; NCCL writes it only
+        // during an NCCL call, never concurrently with this read (calls on one
+        // communicator are not made from two threads at once).
+        unsafe { self.slot.as_ptr().read_volatile() }
+    }
+
+    /// Whether this is a window registration (`ncclCommWindowRegister`).
+    pub fn is_window(&self) -> bool {
+        self.window
+    }
+}
+
+impl Drop for RegHandle {
+    fn drop(&mut self) {
+        // A slot still null may belong to a registration pending in an open group, which
+        // NCCL would write at ncclGroupEnd: it is leaked (8 bytes) rather than freed.
+        if !self.as_raw().is_null() {
+            // SAFETY: the slot came from Box::leak in `new` and is freed once, here; the
+            // registration completed, so NCCL no longer holds the pointer.
+            drop(unsafe { Box::from_raw(self.slot.as_ptr()) });
+        }
+    }
+}
 
 impl Comm {
     fn check_stream(&self, stream: &Stream) -> Result<()> {
@@ -901,14 +956,13 @@ impl Comm {
     /// destruction, which releases all registrations).
     pub unsafe fn register(&self, ptr: DevicePtr, bytes: usize) -> Result<RegHandle> {
         let comm = self.handle()?;
-        let mut h = std::ptr::null_mut();
-        // SAFETY: the caller guarantees the memory; NCCL writes one handle.
-        let rc = unsafe { (self.nccl.api.ncclCommRegister)(comm, ptr.as_mut_ptr(), bytes, &mut h) };
+        let h = RegHandle::new(false);
+        // SAFETY: the caller guarantees the memory; NCCL writes one handle into the slot,
+        // which outlives any group the call is part of (see RegHandle).
+        let rc =
+            unsafe { (self.nccl.api.ncclCommRegister)(comm, ptr.as_mut_ptr(), bytes, h.out_ptr()) };
         self.settle("ncclCommRegister", rc)?;
-        Ok(RegHandle {
-            raw: h,
-            window: false,
-        })
+        Ok(h)
     }
 
     /// Registers `bytes` at `ptr` as a window on every rank (`ncclCommWindowRegister`,
@@ -932,22 +986,20 @@ impl Comm {
             });
         };
         let comm = self.handle()?;
-        let mut h = std::ptr::null_mut();
-        // SAFETY: the caller guarantees the memory; NCCL writes one window handle.
+        let h = RegHandle::new(true);
+        // SAFETY: the caller guarantees the memory; NCCL writes one window handle into the
+        // slot, possibly at the end of the enclosing group, which the slot outlives.
         let rc = unsafe {
             f(
                 comm,
                 ptr.as_mut_ptr(),
                 bytes,
-                &mut h,
+                h.out_ptr(),
                 c_int::from(symmetric),
             )
         };
         self.settle("ncclCommWindowRegister", rc)?;
-        Ok(RegHandle {
-            raw: h,
-            window: true,
-        })
+        Ok(h)
     }
 
     /// Releases a registration made by [`Comm::register`] or [`Comm::window_register`].
@@ -963,11 +1015,11 @@ impl Comm {
                 });
             };
             // SAFETY: the caller guarantees the handle belongs to this communicator.
-            let rc = unsafe { f(comm, handle.raw) };
+            let rc = unsafe { f(comm, handle.as_raw()) };
             return self.settle("ncclCommWindowDeregister", rc);
         }
         // SAFETY: the caller guarantees the handle belongs to this communicator.
-        let rc = unsafe { (self.nccl.api.ncclCommDeregister)(comm, handle.raw) };
+        let rc = unsafe { (self.nccl.api.ncclCommDeregister)(comm, handle.as_raw()) };
         self.settle("ncclCommDeregister", rc)
     }
 }
