@@ -135,7 +135,30 @@ check "stuck rank: -T 5 aborts and fails (stall hook)" 4 "" env ERDMA_BENCH_HOOK
 grep_check "timeout message" "Test timeout (5s) rank 0 "
 check "NCCL missing" 3 "" env ERDMA_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$AR"
 grep_check "NCCL missing message" "Test NCCL failure dlopen '/nonexistent/libnccl.so.2 not found"
-check "-D 1 -R 2 (device kernels) is not implemented" 5 "" "$AR" -D 1 -R 2 -b 8 -e 8
+# -D: nccl-tests' device-API all_reduce kernels, built at run time by NVRTC
+# against this machine's nccl_device.h. NCCL 2.28 gives a communicator
+# symmetric memory only with 2+ GPUs of one node that reach each other by P2P;
+# on one GPU ncclDevCommCreate refuses (nccl-tests: exit 3 too), which is
+# reached only after the kernels compiled, loaded and matched the library.
+if [ "$ngpus" -ge 2 ]; then
+  # Sum only; nine types have kernels (nccl-tests has none for bfloat16 and
+  # fp8: -d all stops there, exit 5).
+  for d in 1 2; do
+    check "-D $d -R 2 -g 2, the nine types with kernels" 5 "--rows 54 --partial" \
+      "$AR" $S -g 2 -D "$d" -R 2 -d all -c 1 -n 5
+    grep_check "-D $d stops at bfloat16" "has no bfloat16 kernel"
+    check "-D $d -R 2 -g 2, 1 GiB float" 0 "--rows 1" "$AR" -b 1G -e 1G -g 2 -D "$d" -R 2 -c 1 -n 5
+  done
+  check "-D 2 -R 2 -g 2 -u 1 (scalar head and tail)" 0 "--rows 6" "$AR" $S -g 2 -D 2 -R 2 -u 1 -d float -c 1 -n 5
+  check "-D 1 -R 2 -g 2 -G 10 (graphs)" 0 "--rows 6" "$AR" $S -g 2 -D 1 -R 2 -G 10 -c 1 -n 5
+  check "-D 1 -R 2 -g 2 -o prod: sum only" 5 "" "$AR" -b 8 -e 8 -g 2 -D 1 -R 2 -o prod
+else
+  check "-D 1 -R 2 on one GPU: kernels built, NCCL refuses symmetric memory" 3 "" "$AR" -b 8 -e 8 -D 1 -R 2
+  grep_check "-D one-GPU hint" "hint: NCCL gives communicators symmetric memory"
+fi
+check "-D 1 without NVRTC" 5 "" env ERDMA_NVRTC_LIBRARY=/nonexistent/libnvrtc.so "$AR" -b 8 -e 8 -D 1 -R 2
+grep_check "NVRTC missing message" "NVRTC (libnvrtc.so) not found"
+check "all_gather_perf -D 1: no device implementation" 5 "" "$DIR/all_gather_perf" -b 8 -e 8 -D 1 -R 2
 if [ "$ngpus" -ge 2 ]; then
   check "-t 2" 0 "--rows 6" "$AR" $S -t 2 -c 1 -n 5
   check "-g 2" 0 "--rows 6" "$AR" $S -g 2 -c 1 -n 5

@@ -234,7 +234,7 @@ fn run(
     // Split only when the colors differ: every process then agrees, and a
     // run whose processes share one color keeps its plain communicator.
     let split = (pl.group_procs < pl.total_procs).then_some(pl.color);
-    let be = backend::create(&opts, &boot, split)?;
+    let be = backend::create(&opts, coll.kind, &boot, split)?;
     check_threading(&opts, &*boot)?;
     let per_proc = (opts.nthreads * opts.ngpus) as usize;
     let gpu0 = std::env::var("NCCL_TESTS_DEVICE")

@@ -43,6 +43,20 @@ pub fn alloc_all(v: &mut [Box<dyn Ranks>], o: &Options) -> TestResult<()> {
         .chain(rest.iter_mut().map(|r| r.as_mut()))
         .try_for_each(|r| alloc_ranks(r, o));
     let end = v[0].group_end();
+    res.and(end)?;
+    setup_device_api(v, o)
+}
+
+/// `-D`: device communicators for every rank, in one group, once the window
+/// registrations above have completed (nccl-tests creates them after its
+/// registration group too).
+fn setup_device_api(v: &mut [Box<dyn Ranks>], o: &Options) -> TestResult<()> {
+    if o.device_impl == 0 || v.is_empty() {
+        return Ok(());
+    }
+    v[0].group_start()?;
+    let res = v.iter_mut().try_for_each(|r| r.setup_device_api());
+    let end = v[0].group_end();
     res.and(end)
 }
 
@@ -76,6 +90,7 @@ fn init_thread(
     if c.opts.local_register != 0 {
         r.register(c.opts.local_register)?;
     }
+    setup_device_api(std::slice::from_mut(&mut r), c.opts)?;
     let f2 = memuse::free_now(be, &devs);
     let mem = MemUse {
         init: memuse::largest_drop(0, &f0, &f1),

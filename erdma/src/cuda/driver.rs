@@ -10,7 +10,7 @@ use std::ffi::{CStr, c_char, c_int, c_uchar, c_uint, c_ulonglong, c_void};
 use std::sync::OnceLock;
 
 use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUgraph, CUgraphExec, CUstream,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUgraph, CUgraphExec, CUmodule, CUstream,
 };
 
 use super::error::{CUDA_SUCCESS, CuResultCode, CudaError, Result};
@@ -89,6 +89,11 @@ driver_table! {
     cuGraphUpload(CUgraphExec, CUstream);
     cuGraphExecDestroy(CUgraphExec);
     cuGraphDestroy(CUgraph);
+    cuModuleLoadData(*mut CUmodule, *const c_void);
+    cuModuleUnload(CUmodule);
+    cuModuleGetFunction(*mut CUfunction, CUmodule, *const c_char);
+    cuModuleGetGlobal_v2(*mut CUdeviceptr, *mut usize, CUmodule, *const c_char);
+    cuLaunchKernel(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void);
 }
 
 /// Looks `name` up in `lib` as a function pointer of type `F`.

@@ -6,7 +6,8 @@
 //!
 //! Layers, as in cudarc: `driver` resolves the driver entry points (raw, integer result
 //! codes), and the types here ([`Device`], [`Stream`], [`Event`], [`DeviceBuffer`],
-//! [`Graph`]) own driver objects and release them on drop.
+//! [`Graph`], [`Module`]) own driver objects and release them on drop. [`nvrtc`] compiles
+//! CUDA C++ at run time for [`Module::load`].
 //!
 //! ```no_run
 //! use erdma::cuda::{Device, DeviceBuffer, Stream};
@@ -24,6 +25,8 @@ mod driver;
 mod error;
 mod graph;
 mod memory;
+mod module;
+pub mod nvrtc;
 mod stream;
 
 pub use device::{Device, MemoryInfo, PciBusId};
@@ -33,6 +36,7 @@ pub use graph::{Graph, GraphExec};
 pub use memory::{
     DeviceBuffer, DevicePtr, DeviceRepr, copy_dtod_raw, copy_dtoh_raw, copy_htod_raw, memset_raw,
 };
+pub use module::{Function, LaunchConfig, Module};
 pub use stream::{CaptureMode, Event, Stream};
 
 /// The cudarc driver bindings this module is built on (types such as `CUstream`).

@@ -26,6 +26,7 @@
 
 mod collectives;
 mod comm;
+mod device;
 mod error;
 mod group;
 mod library;
@@ -36,6 +37,7 @@ mod wait;
 
 pub use collectives::{PreMulSum, RegHandle};
 pub use comm::{Comm, Config, RankSpec, wait_ready};
+pub use device::{DevComm, DevCommLayout, DevRequirements, Team};
 pub use error::{NcclError, PendingRank, Result, ResultCode};
 pub use group::{Group, GroupStatus};
 pub use library::{DEFAULT_LIBRARY_NAMES, NCCL_LIBRARY_ENV, Nccl, UniqueId};

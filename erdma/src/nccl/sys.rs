@@ -32,6 +32,18 @@ pub struct ncclUniqueId {
     pub internal: [u8; NCCL_UNIQUE_ID_BYTES],
 }
 
+/// `ncclTeam_t` (nccl_device/core.h, NCCL 2.28): a set of ranks of a communicator.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ncclTeam_t {
+    /// Ranks in the team.
+    pub nRanks: c_int,
+    /// This rank's index in the team.
+    pub rank: c_int,
+    /// Distance between consecutive team members in world ranks.
+    pub stride: c_int,
+}
+
 /// `NCCL_CONFIG_UNDEF_INT`.
 pub const NCCL_CONFIG_UNDEF_INT: c_int = c_int::MIN;
 /// The magic `NCCL_CONFIG_INITIALIZER` writes.
@@ -187,6 +199,9 @@ nccl_table! {
         ncclAlltoAll(*const c_void, *mut c_void, usize, ncclDataType_t, ncclComm_t, cudaStream_t) -> ncclResult_t;
         ncclGather(*const c_void, *mut c_void, usize, ncclDataType_t, c_int, ncclComm_t, cudaStream_t) -> ncclResult_t;
         ncclScatter(*const c_void, *mut c_void, usize, ncclDataType_t, c_int, ncclComm_t, cudaStream_t) -> ncclResult_t;
+        ncclDevCommCreate(ncclComm_t, *const c_void, *mut c_void) -> ncclResult_t;
+        ncclDevCommDestroy(ncclComm_t, *const c_void) -> ncclResult_t;
+        ncclTeamLsa(ncclComm_t) -> ncclTeam_t;
     }
 }
 

@@ -170,6 +170,11 @@ pub trait Ranks: Send {
     fn register(&mut self, _mode: i32) -> TestResult<()> {
         Ok(())
     }
+    /// `-D`: creates the device communicators (after every registration has
+    /// completed; collective over the local ranks, inside the caller's group).
+    fn setup_device_api(&mut self) -> TestResult<()> {
+        Ok(())
+    }
     /// Writes zeros.
     fn zero(&mut self, i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()>;
     /// Copies host bytes into a buffer.
@@ -253,11 +258,12 @@ pub trait Ranks: Send {
 /// Every process must call this (it may be collective over `boot`).
 pub fn create(
     o: &Options,
+    kind: CollKind,
     boot: &Arc<dyn Bootstrap>,
     split: Option<i32>,
 ) -> TestResult<Arc<dyn Backend>> {
     match o.backend {
-        BackendKind::Nccl => nccl::create(o),
+        BackendKind::Nccl => nccl::create(o, kind),
         BackendKind::Host => Ok(Arc::new(host::HostBackend::new(boot, o, split)?)),
         BackendKind::Mpi => create_mpi(o, boot, split),
     }

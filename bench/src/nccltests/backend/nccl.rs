@@ -18,10 +18,11 @@
 //!
 //! Differences, each deliberate: data is generated and checked on the host
 //! (no device "expected" buffer, so `-M`'s user-allocated figure counts two
-//! buffers where nccl-tests counts three); `-D` (nccl-tests' own device
-//! kernels) is refused as not implemented; communicator creation is bounded
-//! by `-T`; a missing library or GPU is a one-line error, never a crash.
+//! buffers where nccl-tests counts three); `-D` kernels are compiled at run
+//! time (see `nccl/device.rs`); communicator creation is bounded by `-T`; a
+//! missing library or GPU is a one-line error, never a crash.
 
+mod device;
 mod enqueue;
 mod ranks;
 
@@ -31,8 +32,10 @@ use std::time::Duration;
 use erdma::cuda::{self, CudaError, Device, Stream};
 use erdma::nccl::{Comm, Config, Nccl, NcclError, RankSpec, UniqueId, Version};
 
+use self::device::DeviceApi;
 use self::ranks::{NcclRanks, RankState};
 use super::{Backend, DeviceInfo, RankSlot, Ranks};
+use crate::nccltests::colls::CollKind;
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::options::Options;
 use crate::nccltests::types::{DataType, Features};
@@ -46,15 +49,10 @@ pub const HEADERS_VERSION: i32 = 22800;
 /// `TestError::Comm { lib: "NCCL" }`, exit 3, as nccl-tests cannot start
 /// without it either), then the CUDA driver (missing: `TestError::Cuda`,
 /// exit 2).
-pub fn create(o: &Options) -> TestResult<Arc<dyn Backend>> {
+pub fn create(o: &Options, kind: CollKind) -> TestResult<Arc<dyn Backend>> {
     let nccl = Nccl::load().map_err(|e| nccl_error("dlopen", e, o.timeout))?;
     cuda::device_count().map_err(|e| cuda_error("cudaGetDeviceCount", e))?;
-    if o.device_impl > 0 {
-        return Err(TestError::NotImplemented(format!(
-            "Device implementation {} is not supported by this test (-D runs nccl-tests' own CUDA kernels, which this tool does not have); use -D 0",
-            o.device_impl
-        )));
-    }
+    let device_api = DeviceApi::new(o, kind, nccl)?.map(Arc::new);
     let version = nccl.version();
     let per_iter_events = if o.per_iter_timing == 0 {
         0
@@ -72,6 +70,7 @@ pub fn create(o: &Options) -> TestResult<Arc<dyn Backend>> {
         per_iter_events,
         nthreads: o.nthreads.max(1) as usize,
         devices: Mutex::new(Vec::new()),
+        device_api,
     }))
 }
 
@@ -135,6 +134,8 @@ pub struct NcclBackend {
     /// Devices opened so far (ordinal, device), for reuse and for the
     /// lowest compute capability (fp8 needs 9.0).
     devices: Mutex<Vec<(i32, Device)>>,
+    /// `-D 1..4`: the device-API kernels.
+    device_api: Option<Arc<DeviceApi>>,
 }
 
 impl NcclBackend {
@@ -260,6 +261,7 @@ impl Backend for NcclBackend {
                 self.unalign_pad,
                 self.per_iter_events,
                 self.nthreads,
+                self.device_api.clone(),
             )));
         }
         Ok(out)

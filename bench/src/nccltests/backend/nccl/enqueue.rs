@@ -5,11 +5,12 @@
 use erdma::cuda::{self, DevicePtr};
 use erdma::nccl::{DataType as NDataType, Group, NcclError, RedOp as NRedOp, ReduceOp, Scalar};
 
-use super::ranks::RankState;
+use super::device::WindowArgs;
+use super::ranks::{DevState, RankState};
 use super::{cuda_error, nccl_error};
 use crate::nccltests::backend::CollCall;
 use crate::nccltests::backend::hostcoll::{input_bytes, output_bytes};
-use crate::nccltests::colls::CollKind;
+use crate::nccltests::colls::{CollKind, Target};
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::types::{ALL_TYPES, DataType, RedOp, premul_scalar};
 use crate::nccltests::verifiable::from_f64;
@@ -69,6 +70,50 @@ pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestRe
     unsafe { issue(r, call, send, recv, timeout_s) }
 }
 
+/// `-D`: nccl-tests' `testLaunchDeviceKernel`. Kernels exist for sums only;
+/// the input is the receive window in place. nccl-tests passes offset 0
+/// whatever the iteration's shift (`shift + in_place ? ... : 0` evaluates to
+/// 0 for all_reduce), so the shift is dropped here too; the `-u` offset is
+/// kept (nccl-tests drops it as well, and then fails its own check).
+///
+/// # Safety
+/// As [`issue`]: the call's ranges lie inside the rank's buffers, which the
+/// windows register.
+#[inline]
+unsafe fn device_all_reduce(r: &RankState, dev: &DevState, call: &CollCall) -> TestResult<()> {
+    if call.op != RedOp::Sum {
+        return Err(TestError::NotImplemented(format!(
+            "device implementation kernels reduce with sum only, not {}",
+            call.op.name()
+        )));
+    }
+    let Some(dc) = dev.comm.as_ref() else {
+        return Err(TestError::comm(
+            "NCCL",
+            "ncclDevComm",
+            "the device communicator was destroyed",
+        ));
+    };
+    let send_win = if call.send.buf == Target::Recv {
+        dev.recv_win
+    } else {
+        dev.send_win
+    };
+    let w = WindowArgs {
+        send: send_win,
+        send_offset: call.send.offset,
+        recv: dev.recv_win,
+        recv_offset: call.recv.offset,
+    };
+    // SAFETY: the windows are this rank's registrations of the buffers the
+    // call's ranges lie in (the caller's contract) and stay registered until
+    // `finish`, after every launch has completed.
+    unsafe {
+        dev.kernels
+            .launch(call.dtype, &w, call.count, call.root, dc, &r.stream)
+    }
+}
+
 /// The device addresses of `call`'s input and output, checked to lie inside
 /// the rank's buffers for every shift up to `max_shift` bytes.
 pub(super) fn resolve(
@@ -121,6 +166,12 @@ pub(super) unsafe fn issue(
     // the communicator live in `r`, which outlives the enqueued work (its
     // buffers are freed only after a device synchronization), and the
     // harness issues nothing else on them until the stream is idle.
+    if let Some(dev) = &r.dev
+        && call.kind == CollKind::AllReduce
+    {
+        // SAFETY: see above; the windows cover the same buffers.
+        return unsafe { device_all_reduce(r, dev, call) };
+    }
     match call.kind {
         CollKind::AllReduce | CollKind::ReduceScatter | CollKind::Reduce => {
             let root = if call.kind == CollKind::Reduce {

@@ -5,8 +5,11 @@
 use erdma::cuda::{
     self, CaptureMode, Device, DeviceBuffer, DevicePtr, Event, Graph, GraphExec, Stream,
 };
-use erdma::nccl::{Comm, Group, Nccl, RegHandle, Scalar};
+use std::sync::Arc;
 
+use erdma::nccl::{Comm, DevComm, Group, Nccl, RegHandle, Scalar};
+
+use super::device::{DeviceApi, Kernels};
 use super::enqueue::{self, scalars_for_rank};
 use super::{cuda_error, nccl_error};
 use crate::nccltests::backend::{BufRef, CollCall, Poll, Ranks};
@@ -31,7 +34,23 @@ pub(crate) struct RankState {
     pub(super) scalars: [Scalar; 12],
     /// The call of the coming timed loop, resolved by `Ranks::prepare`.
     prepared: Option<Prepared>,
+    /// `-D`: the rank's kernels, device communicator and windows.
+    pub(super) dev: Option<DevState>,
 }
+
+/// What a rank needs to run `-D` kernels.
+pub(super) struct DevState {
+    pub(super) kernels: Kernels,
+    /// Taken by `finish` for `ncclDevCommDestroy`.
+    pub(super) comm: Option<DevComm>,
+    /// The send and receive windows (`ncclWindow_t`), registered by `-R 2`.
+    pub(super) send_win: *mut std::ffi::c_void,
+    pub(super) recv_win: *mut std::ffi::c_void,
+}
+
+// SAFETY: the window handles are opaque tokens of the rank's communicator,
+// which moves between threads with them (see RegHandle).
+unsafe impl Send for DevState {}
 
 /// A call checked once for every shift of a timed loop: its input and
 /// output addresses at shift 0, valid up to `max_shift` bytes further.
@@ -59,6 +78,7 @@ impl RankState {
             recv: None,
             scalars,
             prepared: None,
+            dev: None,
         })
     }
 
@@ -104,6 +124,7 @@ pub struct NcclRanks {
     unalign_pad: usize,
     per_iter_events: usize,
     nthreads: usize,
+    device_api: Option<Arc<DeviceApi>>,
     /// Set after an abort or an asynchronous error: dropping then aborts
     /// instead of destroying (which would wait for stuck work).
     poisoned: bool,
@@ -117,6 +138,7 @@ impl NcclRanks {
         unalign_pad: usize,
         per_iter_events: usize,
         nthreads: usize,
+        device_api: Option<Arc<DeviceApi>>,
     ) -> NcclRanks {
         NcclRanks {
             nccl,
@@ -125,6 +147,7 @@ impl NcclRanks {
             unalign_pad,
             per_iter_events,
             nthreads,
+            device_api,
             poisoned: false,
         }
     }
@@ -229,6 +252,59 @@ impl Ranks for NcclRanks {
         }
         let ended = group.end().map_err(|e| self.nerr("ncclGroupEnd", e));
         result.and(ended.map(|_| ()))
+    }
+
+    /// `-D`: checks that every rank of the communicator is in the LSA team
+    /// (the kernels load and store peers' memory directly), loads the kernels
+    /// and creates the device communicator over the `-R 2` windows.
+    fn setup_device_api(&mut self) -> TestResult<()> {
+        let Some(api) = self.device_api.clone() else {
+            return Ok(());
+        };
+        let timeout_s = self.timeout_s;
+        for r in &mut self.ranks {
+            let comm = r.comm()?;
+            let wins: Vec<_> = r
+                .regs
+                .iter()
+                .filter(|h| h.is_window())
+                .map(|h| h.as_raw())
+                .collect();
+            let [send_win, recv_win] = wins[..] else {
+                return Err(TestError::InvalidUsage(
+                    "device implementation (-D > 0) requires enabling symmetric memory registration (-R 2) with NCCL >= 2.27".into(),
+                ));
+            };
+            let team = comm
+                .lsa_team()
+                .map_err(|e| nccl_error("ncclTeamLsa", e, timeout_s))?;
+            if team.n_ranks != comm.size() {
+                return Err(TestError::InvalidUsage(format!(
+                    "DeviceImplementation > 1 requires CUDA P2P connectivity across all ranks. Not all ranks of this communicator have P2P connectivity ({} of {} ranks are load/store accessible from rank {})",
+                    team.n_ranks,
+                    comm.size(),
+                    comm.rank()
+                )));
+            }
+            let kernels = api.kernels(&r.device, &r.stream)?;
+            let dc = comm
+                .dev_comm_create(&kernels.layout, &api.requirements())
+                .map_err(|e| match nccl_error("ncclDevCommCreate", e, timeout_s) {
+                    TestError::Comm { lib, call, msg } => TestError::Comm {
+                        lib,
+                        call,
+                        msg: format!("{msg}; hint: NCCL gives communicators symmetric memory (and so the device API) only on one node, with 2 or more GPUs that reach each other by CUDA P2P"),
+                    },
+                    other => other,
+                })?;
+            r.dev = Some(DevState {
+                kernels,
+                comm: Some(dc),
+                send_win,
+                recv_win,
+            });
+        }
+        Ok(())
     }
 
     fn zero(&mut self, i: usize, buf: Target, offset: usize, len: usize) -> TestResult<()> {
@@ -474,6 +550,12 @@ impl Ranks for NcclRanks {
                 if let Err(e) = unsafe { comm.deregister(h) } {
                     first_err.get_or_insert(nccl_error("ncclCommDeregister", e, timeout_s));
                 }
+            }
+            // nccl-tests' order: windows, device communicator, communicator.
+            if let Some(dc) = r.dev.as_mut().and_then(|d| d.comm.take())
+                && let Err(e) = comm.dev_comm_destroy(dc)
+            {
+                first_err.get_or_insert(nccl_error("ncclDevCommDestroy", e, timeout_s));
             }
             if let Err(e) = comm.destroy() {
                 first_err.get_or_insert(nccl_error("ncclCommDestroy", e, timeout_s));
