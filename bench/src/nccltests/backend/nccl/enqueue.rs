@@ -3,7 +3,7 @@
 //! the timed loop: no allocation on the success path.
 
 use erdma::cuda::{self, DevicePtr};
-use erdma::nccl::{DataType, Group, NcclError, RedOp, Scalar};
+use erdma::nccl::{DataType, Group, NcclError, RedOp, ReduceOp, Scalar};
 
 use super::device::WindowArgs;
 use super::ranks::{DevState, RankState};
@@ -51,7 +51,7 @@ pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestRe
 /// windows register.
 #[inline]
 unsafe fn device_all_reduce(r: &RankState, dev: &DevState, call: &CollCall) -> TestResult<()> {
-    if call.op != RedOp::Sum {
+    if call.op != ReduceOp::Sum {
         return Err(TestError::NotImplemented(format!(
             "device implementation kernels reduce with sum only, not {}",
             call.op.name()
