@@ -10,7 +10,7 @@
 use super::backend::{BufRef, Ranks};
 use super::colls::{InitSink, Target};
 use super::errors::TestResult;
-use super::types::{DataType, RedOp};
+use super::types::{DataType, ReduceOp};
 use super::verifiable::{Gen, Kernel, tolerance};
 use super::workers::Workers;
 
@@ -261,7 +261,7 @@ impl Checker {
         at: usize,
         total_bytes: usize,
         dt: DataType,
-        op: RedOp,
+        op: ReduceOp,
         corrupt: bool,
     ) -> TestResult<i64> {
         let (ws, tol, workers) = (dt.size(), tolerance(dt, op), self.workers);
@@ -351,11 +351,11 @@ fn count_range(segs: &[Seg], dt: DataType, tol: u64, pos: usize, got: &[u8]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nccltests::types::{ALL_OPS, ALL_TYPES};
+    use crate::nccltests::types::{DataType, ReduceOp};
 
     fn g(seed: u64) -> Gen {
         Gen::Input {
-            op: RedOp::Sum,
+            op: ReduceOp::Sum,
             rank_n: 1,
             rank_me: 0,
             seed,
@@ -420,28 +420,28 @@ mod tests {
 
     #[test]
     fn expected_from_recv_keeps_in_place_input() {
-        let mut p = Plan::new(DataType::Float, 64);
+        let mut p = Plan::new(DataType::Float32, 64);
         p.zero_recv(64);
         p.input(Target::Recv, 32, 4, g(2));
         p.expected_from_recv();
         let mut out = vec![1u8; 64];
-        expected_range(&p.expected, DataType::Float, 0, &mut out);
+        expected_range(&p.expected, DataType::Float32, 0, &mut out);
         assert!(out[..32].iter().all(|&b| b == 0));
         let mut want = vec![0u8; 16];
-        g(2).fill(DataType::Float, 0, &mut want);
+        g(2).fill(DataType::Float32, 0, &mut want);
         assert_eq!(&out[32..48], &want[..]);
         // A window that starts inside a segment continues its elements.
         let mut tail = vec![0u8; 8];
-        expected_range(&p.expected, DataType::Float, 40, &mut tail);
+        expected_range(&p.expected, DataType::Float32, 40, &mut tail);
         assert_eq!(&tail[..], &want[8..16]);
-        assert_eq!(count_range(&p.expected, DataType::Float, 0, 40, &tail), 0);
+        assert_eq!(count_range(&p.expected, DataType::Float32, 0, 40, &tail), 0);
     }
 
     #[test]
     fn counting_in_place_equals_comparing_written_bytes() {
-        let dt = DataType::Half;
+        let dt = DataType::Float16;
         let e = Gen::Expected {
-            op: RedOp::Sum,
+            op: ReduceOp::Sum,
             rank_n: 3,
             seed: 7,
             ix0: 5,
@@ -536,7 +536,7 @@ mod tests {
         }
     }
 
-    fn input(op: RedOp, rank_n: i32, rank_me: i32) -> Gen {
+    fn input(op: ReduceOp, rank_n: i32, rank_me: i32) -> Gen {
         Gen::Input {
             op,
             rank_n,
@@ -546,7 +546,7 @@ mod tests {
         }
     }
 
-    fn expected(op: RedOp, rank_n: i32) -> Gen {
+    fn expected(op: ReduceOp, rank_n: i32) -> Gen {
         Gen::Expected {
             op,
             rank_n,
@@ -560,8 +560,8 @@ mod tests {
     /// several), at an odd length cut unevenly among several thread counts.
     #[test]
     fn parallel_generation_equals_sequential_for_every_type_and_op() {
-        for dt in ALL_TYPES {
-            for op in ALL_OPS {
+        for dt in DataType::ALL {
+            for op in ReduceOp::ALL {
                 for gn in [input(op, 3, 1), expected(op, 3), input(op, 1, 0)] {
                     assert_parallel_matches(dt, gn, 20_011, &[2, 3, 7], 1);
                 }
@@ -574,10 +574,10 @@ mod tests {
     #[test]
     fn parallel_generation_equals_sequential_at_a_million_elements() {
         let cases = [
-            (DataType::Int8, expected(RedOp::Max, 5)),
-            (DataType::Bfloat16, input(RedOp::Sum, 1, 0)),
-            (DataType::Float, expected(RedOp::MulSum, 4)),
-            (DataType::Uint64, input(RedOp::Prod, 8, 7)),
+            (DataType::Int8, expected(ReduceOp::Max, 5)),
+            (DataType::Bfloat16, input(ReduceOp::Sum, 1, 0)),
+            (DataType::Float32, expected(ReduceOp::PreMulSum, 4)),
+            (DataType::Uint64, input(ReduceOp::Prod, 8, 7)),
         ];
         for (dt, gn) in cases {
             assert_parallel_matches(dt, gn, 1_000_003, &[2, 3, 7, 16], 64 << 10);
@@ -613,20 +613,29 @@ mod tests {
     /// result, and the buffers are reused between calls.
     #[test]
     fn pipelined_chunks_upload_and_check_exactly() {
-        let dt = DataType::Half;
+        let dt = DataType::Float16;
         let (count, base) = (25_003usize, 6usize);
         let total = count * 2;
         let mut r = host_rank(total + 64);
         let mut plan = Plan::new(dt, total);
         plan.zero_recv(total);
-        let g_in = input(RedOp::Sum, 1, 0);
+        let g_in = input(ReduceOp::Sum, 1, 0);
         plan.input(Target::Recv, 100, count - 50, g_in);
         plan.expected_from_recv();
         let mut c = Checker::new(Workers::new(3).with_min_part(256)).with_chunk(4000);
         c.apply(&plan, r.as_mut(), 0, dt, base).expect("apply");
         let mut verify = |r: &mut dyn Ranks, corrupt| {
-            c.verify(&plan.expected, r, 0, base, total, dt, RedOp::Sum, corrupt)
-                .expect("verify")
+            c.verify(
+                &plan.expected,
+                r,
+                0,
+                base,
+                total,
+                dt,
+                ReduceOp::Sum,
+                corrupt,
+            )
+            .expect("verify")
         };
         assert_eq!(verify(r.as_mut(), false), 0);
         assert_eq!(

@@ -14,7 +14,7 @@ use super::options::Options;
 use super::output::{IterReport, Output, RowResult};
 use super::sync::{Average, ProcessSync};
 use super::timer::Timer;
-use super::types::{DataType, Features, RedOp};
+use super::types::{DataType, Features, ReduceOp};
 use super::workers::Workers;
 
 /// What every thread of the process shares.
@@ -143,8 +143,8 @@ impl<'a> Thread<'a> {
         let types: Vec<DataType> = o
             .dtype
             .map_or_else(|| self.c.features.types().to_vec(), |t| vec![t]);
-        let ops: Vec<(RedOp, &'static str)> = match self.c.coll.op_mode {
-            OpMode::Fixed(name) => vec![(RedOp::Sum, name)],
+        let ops: Vec<(ReduceOp, &'static str)> = match self.c.coll.op_mode {
+            OpMode::Fixed(name) => vec![(ReduceOp::Sum, name)],
             OpMode::Reduce => {
                 o.op.map_or_else(|| self.c.features.ops().to_vec(), |op| vec![op])
                     .into_iter()
@@ -186,7 +186,7 @@ impl<'a> Thread<'a> {
     }
 
     /// The (type, op) pairs the loop below will time (per root).
-    fn test_count(&self, types: &[DataType], ops: &[(RedOp, &str)], reduces: bool) -> usize {
+    fn test_count(&self, types: &[DataType], ops: &[(ReduceOp, &str)], reduces: bool) -> usize {
         types
             .iter()
             .map(|&dt| {
@@ -217,7 +217,12 @@ impl<'a> Thread<'a> {
     /// Whether the backend can run `dt`/`op`: a pair it cannot is skipped
     /// with a comment line in a sweep, and an error when it is all that was
     /// asked for.
-    fn reduction_supported(&mut self, dt: DataType, op: RedOp, op_name: &str) -> TestResult<bool> {
+    fn reduction_supported(
+        &mut self,
+        dt: DataType,
+        op: ReduceOp,
+        op_name: &str,
+    ) -> TestResult<bool> {
         let Err(e) = self.ranks.check_reduction(dt, op) else {
             return Ok(true);
         };
@@ -244,7 +249,13 @@ impl<'a> Thread<'a> {
     }
 
     /// `TimeTest`.
-    fn time_test(&mut self, dt: DataType, op: RedOp, op_name: &str, root: i32) -> TestResult<()> {
+    fn time_test(
+        &mut self,
+        dt: DataType,
+        op: ReduceOp,
+        op_name: &str,
+        root: i32,
+    ) -> TestResult<()> {
         let o = self.c.opts;
         self.c.sync.barrier(self.thread)?;
         self.unalign = o.unalign.max(0) as usize * dt.size();
@@ -293,7 +304,7 @@ impl<'a> Thread<'a> {
 
     /// The calls `start_coll` issues for this size and placement, built and
     /// handed to the backend once, outside the timed loop.
-    fn prepare(&mut self, dt: DataType, op: RedOp, root: i32, in_place: bool) -> TestResult<()> {
+    fn prepare(&mut self, dt: DataType, op: ReduceOp, root: i32, in_place: bool) -> TestResult<()> {
         let sz = self.sz;
         let stride = sz.send_bytes.max(sz.expected_bytes);
         // nccl-tests: steps = maxbytes / totalnbytes (1 when nothing moves).
@@ -434,7 +445,13 @@ impl<'a> Thread<'a> {
     }
 
     /// `BenchTime`: one placement of one size.
-    fn bench_time(&mut self, dt: DataType, op: RedOp, root: i32, in_place: bool) -> TestResult<()> {
+    fn bench_time(
+        &mut self,
+        dt: DataType,
+        op: ReduceOp,
+        root: i32,
+        in_place: bool,
+    ) -> TestResult<()> {
         let o = self.c.opts;
         if o.datacheck != 0 {
             self.init_data(dt, op, root, 99, in_place)?;
@@ -607,7 +624,7 @@ impl<'a> Thread<'a> {
     fn check_iterations(
         &mut self,
         dt: DataType,
-        op: RedOp,
+        op: ReduceOp,
         root: i32,
         in_place: bool,
         graph: bool,
@@ -641,7 +658,7 @@ impl<'a> Thread<'a> {
     fn init_data(
         &mut self,
         dt: DataType,
-        op: RedOp,
+        op: ReduceOp,
         root: i32,
         rep: u64,
         in_place: bool,
@@ -668,7 +685,7 @@ impl<'a> Thread<'a> {
     }
 
     /// `CheckData`: wrong elements over local ranks.
-    fn check_data(&mut self, dt: DataType, op: RedOp, in_place: bool) -> TestResult<i64> {
+    fn check_data(&mut self, dt: DataType, op: ReduceOp, in_place: bool) -> TestResult<i64> {
         let mut wrong = 0;
         for i in 0..self.ranks.count() {
             let rank = self.first_rank + i;

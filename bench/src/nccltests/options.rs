@@ -6,7 +6,7 @@
 
 use super::cparse::{f64_to_size, parse_size, strtol};
 use super::getopt::{Event, Getopt, HasArg, LongOpt};
-use super::types::{DataType, Features, RedOp};
+use super::types::{DataType, Features, ReduceOp};
 
 /// Timeout in seconds used when `-T` is not given (nccl-tests waits
 /// forever; a hang is the most common complaint about it). `-T 0` restores
@@ -103,7 +103,7 @@ pub struct Options {
     /// `-c`.
     pub datacheck: i32,
     /// `-o` (None = all).
-    pub op: Option<RedOp>,
+    pub op: Option<ReduceOp>,
     /// `-d` (None = all).
     pub dtype: Option<DataType>,
     /// `-r`.
@@ -167,8 +167,8 @@ impl Options {
             run_cycles: 1,
             parallel_init: 0,
             datacheck: 1,
-            op: Some(RedOp::Sum),
-            dtype: Some(DataType::Float),
+            op: Some(ReduceOp::Sum),
+            dtype: Some(DataType::Float32),
             root: 0,
             blocking: 0,
             stream_null: 0,
@@ -507,10 +507,10 @@ fn parse_type(arg: &str, f: Features, out: &mut Printed) -> Option<DataType> {
     }
     out.stdout
         .push_str(&format!("invalid type {arg}, defaulting to float .. \n"));
-    Some(DataType::Float)
+    Some(DataType::Float32)
 }
 
-fn parse_op(arg: &str, f: Features, out: &mut Printed) -> Option<RedOp> {
+fn parse_op(arg: &str, f: Features, out: &mut Printed) -> Option<ReduceOp> {
     if let Some(op) = f.ops().iter().find(|o| o.name() == arg) {
         return Some(*op);
     }
@@ -519,7 +519,7 @@ fn parse_op(arg: &str, f: Features, out: &mut Printed) -> Option<RedOp> {
     }
     out.stdout
         .push_str(&format!("invalid op {arg}, defaulting to sum .. \n"));
-    Some(RedOp::Sum)
+    Some(ReduceOp::Sum)
 }
 
 /// nccl-tests' post-parse checks, then ours (which reject inputs on which

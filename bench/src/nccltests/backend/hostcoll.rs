@@ -4,7 +4,7 @@
 
 use crate::nccltests::colls::CollKind;
 use crate::nccltests::errors::{TestError, TestResult};
-use crate::nccltests::types::{DataType, RedOp};
+use crate::nccltests::types::{DataType, ReduceOp};
 use crate::nccltests::verifiable::{avg_pre_op, combine, post_op, pre_op};
 
 /// Bytes rank contributes (read from its send side) for one call.
@@ -65,9 +65,9 @@ fn load(b: &[u8], ws: usize, e: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
-/// The per-rank pre-operation NCCL applies (MulSum scalar, float avg 1/n).
-pub fn pre(dt: DataType, op: RedOp, x: u64, rank: usize, nranks: usize) -> u64 {
-    if op == RedOp::Avg && dt.is_float() {
+/// The per-rank pre-operation NCCL applies (PreMulSum scalar, float avg 1/n).
+pub fn pre(dt: DataType, op: ReduceOp, x: u64, rank: usize, nranks: usize) -> u64 {
+    if op == ReduceOp::Avg && dt.is_float() {
         avg_pre_op(dt, x, nranks as i32)
     } else {
         pre_op(dt, op, x, rank as i32)
@@ -75,7 +75,7 @@ pub fn pre(dt: DataType, op: RedOp, x: u64, rank: usize, nranks: usize) -> u64 {
 }
 
 /// Element-wise reduction of `inputs` (one slice per rank, rank order).
-pub fn reduce(dt: DataType, op: RedOp, inputs: &[&[u8]], out: &mut [u8]) {
+pub fn reduce(dt: DataType, op: ReduceOp, inputs: &[&[u8]], out: &mut [u8]) {
     let ws = dt.size();
     let n = inputs.len();
     if n == 1 {
@@ -99,7 +99,7 @@ pub fn reduce(dt: DataType, op: RedOp, inputs: &[&[u8]], out: &mut [u8]) {
 pub fn compute(
     kind: CollKind,
     dt: DataType,
-    op: RedOp,
+    op: ReduceOp,
     root: usize,
     me: usize,
     count: usize,
@@ -152,16 +152,16 @@ mod tests {
         let a = f32s(&[1.0, 2.0]);
         let b = f32s(&[3.0, 5.0]);
         let mut out = vec![0u8; 8];
-        reduce(DataType::Float, RedOp::Sum, &[&a, &b], &mut out);
+        reduce(DataType::Float32, ReduceOp::Sum, &[&a, &b], &mut out);
         assert_eq!(out, f32s(&[4.0, 7.0]));
-        reduce(DataType::Float, RedOp::MulSum, &[&a, &b], &mut out);
+        reduce(DataType::Float32, ReduceOp::PreMulSum, &[&a, &b], &mut out);
         assert_eq!(out, f32s(&[7.0, 12.0]));
-        reduce(DataType::Float, RedOp::Avg, &[&a, &b], &mut out);
+        reduce(DataType::Float32, ReduceOp::Avg, &[&a, &b], &mut out);
         assert_eq!(out, f32s(&[2.0, 3.5]));
         let x: Vec<u8> = [7i32, -7].iter().flat_map(|v| v.to_le_bytes()).collect();
         let y: Vec<u8> = [0i32, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
         let mut o = vec![0u8; 8];
-        reduce(DataType::Int32, RedOp::Avg, &[&x, &y], &mut o);
+        reduce(DataType::Int32, ReduceOp::Avg, &[&x, &y], &mut o);
         assert_eq!(
             o,
             [3i32, -3]
@@ -200,7 +200,7 @@ mod tests {
         assert!(compute(
             CollKind::AllToAll,
             DataType::Uint8,
-            RedOp::Sum,
+            ReduceOp::Sum,
             0,
             1,
             1,
@@ -211,7 +211,7 @@ mod tests {
         assert!(compute(
             CollKind::Scatter,
             DataType::Uint8,
-            RedOp::Sum,
+            ReduceOp::Sum,
             2,
             1,
             1,
@@ -222,7 +222,7 @@ mod tests {
         assert!(compute(
             CollKind::SendRecv,
             DataType::Uint8,
-            RedOp::Sum,
+            ReduceOp::Sum,
             0,
             0,
             1,
@@ -233,7 +233,7 @@ mod tests {
         assert!(!compute(
             CollKind::Gather,
             DataType::Uint8,
-            RedOp::Sum,
+            ReduceOp::Sum,
             2,
             1,
             1,

@@ -26,7 +26,7 @@
 //!   `upload`/`download`/`zero` with cudaMemcpy/cudaMemset; `group_*` with
 //!   ncclGroupStart/End; `enqueue` maps [`CollCall`] to ncclAllReduce & co.
 //!   at `base + offset` (creating and destroying the PreMulSum op for
-//!   `RedOp::MulSum` with `premul_scalar(rank)`); `poll` (allocation-free:
+//!   `ReduceOp::PreMulSum` with `premul_scalar(rank)`); `poll` (allocation-free:
 //!   it runs inside the timed region) is
 //!   cudaStreamQuery + ncclCommGetAsyncError per stream, `pending` lists the
 //!   unfinished ranks after a timeout; `abort` is
@@ -53,7 +53,7 @@ use super::bootstrap::Bootstrap;
 use super::colls::{CollKind, Target};
 use super::errors::TestResult;
 use super::options::{BackendKind, Options};
-use super::types::{DataType, Features, RedOp};
+use super::types::{DataType, Features, ReduceOp};
 
 /// A place in one of a rank's two buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,10 +78,10 @@ pub struct CollCall {
     /// Element type.
     pub dtype: DataType,
     /// Reduction (ignored by copy collectives).
-    pub op: RedOp,
+    pub op: ReduceOp,
     /// Root (rooted collectives; -1 otherwise).
     pub root: i32,
-    /// This rank's global rank (premultiplier for MulSum).
+    /// This rank's global rank (premultiplier for PreMulSum).
     pub rank: usize,
 }
 
@@ -243,7 +243,7 @@ pub trait Ranks: Send {
     /// an error says why not (NCCL has no single-rank fp8 avg/mulsum). The
     /// driver skips such pairs in a `-d all`/`-o all` sweep and fails
     /// with the error when exactly that pair was asked for.
-    fn check_reduction(&self, _dtype: DataType, _op: RedOp) -> TestResult<()> {
+    fn check_reduction(&self, _dtype: DataType, _op: ReduceOp) -> TestResult<()> {
         Ok(())
     }
 }

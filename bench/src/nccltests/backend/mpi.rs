@@ -35,7 +35,7 @@ use crate::nccltests::bootstrap::mpi::{check, lock};
 use crate::nccltests::colls::{CollKind, Target};
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::options::Options;
-use crate::nccltests::types::{DataType, Features, RedOp};
+use crate::nccltests::types::{DataType, Features, ReduceOp};
 use crate::nccltests::verifiable::{combine, post_op};
 
 /// Memory reported as the "device" total (host memory is not capped here).
@@ -215,14 +215,14 @@ fn mpi_type(dt: DataType) -> ffi::MPI_Datatype {
     unsafe {
         match dt {
             DataType::Int8 => ffi::RSMPI_INT8_T,
-            DataType::Uint8 | DataType::F8e4m3 | DataType::F8e5m2 => ffi::RSMPI_UINT8_T,
+            DataType::Uint8 | DataType::Float8e4m3 | DataType::Float8e5m2 => ffi::RSMPI_UINT8_T,
             DataType::Int32 => ffi::RSMPI_INT32_T,
             DataType::Uint32 => ffi::RSMPI_UINT32_T,
             DataType::Int64 => ffi::RSMPI_INT64_T,
             DataType::Uint64 => ffi::RSMPI_UINT64_T,
-            DataType::Half | DataType::Bfloat16 => ffi::RSMPI_UINT16_T,
-            DataType::Float => ffi::RSMPI_FLOAT,
-            DataType::Double => ffi::RSMPI_DOUBLE,
+            DataType::Float16 | DataType::Bfloat16 => ffi::RSMPI_UINT16_T,
+            DataType::Float32 => ffi::RSMPI_FLOAT,
+            DataType::Float64 => ffi::RSMPI_DOUBLE,
         }
     }
 }
@@ -233,10 +233,10 @@ fn mpi_type(dt: DataType) -> ffi::MPI_Datatype {
 fn is_native(dt: DataType) -> bool {
     !matches!(
         dt,
-        DataType::Half
+        DataType::Float16
             | DataType::Bfloat16
-            | DataType::F8e4m3
-            | DataType::F8e5m2
+            | DataType::Float8e4m3
+            | DataType::Float8e5m2
             | DataType::Int8
             | DataType::Uint8
     )
@@ -254,23 +254,23 @@ fn is_reduction(kind: CollKind) -> bool {
 /// of a reduction.
 fn prescaled(call: &CollCall) -> bool {
     is_reduction(call.kind)
-        && (call.op == RedOp::MulSum || (call.op == RedOp::Avg && call.dtype.is_float()))
+        && (call.op == ReduceOp::PreMulSum || (call.op == ReduceOp::Avg && call.dtype.is_float()))
 }
 
 impl MpiRanks {
-    fn mpi_op(&self, dt: DataType, op: RedOp) -> ffi::MPI_Op {
-        // Avg and MulSum are sums of pre-scaled inputs.
+    fn mpi_op(&self, dt: DataType, op: ReduceOp) -> ffi::MPI_Op {
+        // Avg and PreMulSum are sums of pre-scaled inputs.
         let base = match op {
-            RedOp::Avg | RedOp::MulSum => RedOp::Sum,
+            ReduceOp::Avg | ReduceOp::PreMulSum => ReduceOp::Sum,
             o => o,
         };
         if is_native(dt) {
             // SAFETY: reading op handles exported by the MPI library.
             unsafe {
                 match base {
-                    RedOp::Prod => ffi::RSMPI_PROD,
-                    RedOp::Max => ffi::RSMPI_MAX,
-                    RedOp::Min => ffi::RSMPI_MIN,
+                    ReduceOp::Prod => ffi::RSMPI_PROD,
+                    ReduceOp::Max => ffi::RSMPI_MAX,
+                    ReduceOp::Min => ffi::RSMPI_MIN,
                     _ => ffi::RSMPI_SUM,
                 }
             }
@@ -357,7 +357,7 @@ impl MpiRanks {
         let r = self.buf_ptr(call.recv.buf, call.recv.offset, out_len)?;
         let (dt, op) = (mpi_type(call.dtype), self.mpi_op(call.dtype, call.op));
         if reducing
-            && call.op == RedOp::Avg
+            && call.op == ReduceOp::Avg
             && !call.dtype.is_float()
             && (call.kind != CollKind::Reduce || call.root as usize == self.rank)
         {
@@ -530,7 +530,12 @@ impl MpiRanks {
             for e in self.recv[p.offset.min(end)..end].chunks_exact_mut(ws) {
                 let mut x = [0u8; 8];
                 x[..ws].copy_from_slice(e);
-                let v = post_op(p.dtype, RedOp::Avg, u64::from_le_bytes(x), self.size as i32);
+                let v = post_op(
+                    p.dtype,
+                    ReduceOp::Avg,
+                    u64::from_le_bytes(x),
+                    self.size as i32,
+                );
                 e.copy_from_slice(&v.to_le_bytes()[..ws]);
             }
         }
@@ -661,14 +666,14 @@ mod user_ops {
     pub struct Ops([ffi::MPI_Op; 24]);
 
     const TYPES: [DataType; 6] = [
-        DataType::Half,
+        DataType::Float16,
         DataType::Bfloat16,
-        DataType::F8e4m3,
-        DataType::F8e5m2,
+        DataType::Float8e4m3,
+        DataType::Float8e5m2,
         DataType::Int8,
         DataType::Uint8,
     ];
-    const OPS: [RedOp; 4] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min];
+    const OPS: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
 
     /// `inout[i] = in[i] op inout[i]` for `len` elements.
     ///
@@ -679,7 +684,7 @@ mod user_ops {
     #[inline(always)]
     unsafe fn apply(
         dt: DataType,
-        op: RedOp,
+        op: ReduceOp,
         invec: *mut c_void,
         inout: *mut c_void,
         len: *mut c_int,
@@ -766,7 +771,7 @@ mod user_ops {
 
     impl Ops {
         /// The op for a small float type and a base op.
-        pub fn get(&self, dt: DataType, op: RedOp) -> ffi::MPI_Op {
+        pub fn get(&self, dt: DataType, op: ReduceOp) -> ffi::MPI_Op {
             let t = TYPES.iter().position(|&x| x == dt).unwrap_or(0);
             let o = OPS.iter().position(|&x| x == op).unwrap_or(0);
             self.0[t * 4 + o]

@@ -174,7 +174,7 @@ impl Backend for NcclBackend {
         let mut f = Features::for_nccl_version(self.nccl.version().code());
         let devs = self.devices.lock().unwrap_or_else(|p| p.into_inner());
         let pre_hopper = devs.iter().any(|(_, d)| d.compute_capability() < (9, 0));
-        if pre_hopper && f.types().contains(&DataType::F8e4m3) {
+        if pre_hopper && f.types().contains(&DataType::Float8e4m3) {
             f.type_count -= 2;
         }
         f

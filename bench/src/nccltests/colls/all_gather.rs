@@ -24,14 +24,14 @@ pub(super) fn init_gathered(a: &InitArgs, s: &mut dyn InitSink) -> bool {
         target,
         off,
         a.send_count(),
-        a.input(RedOp::Sum, 1, 0, 33 * a.rep + a.rank as u64, 0),
+        a.input(ReduceOp::Sum, 1, 0, 33 * a.rep + a.rank as u64, 0),
     );
     for j in 0..a.nranks {
         let seed = 33 * a.rep + j as u64;
         s.expected(
             a.send_bytes * j,
             a.send_count(),
-            a.input(RedOp::Sum, 1, 0, seed, 0),
+            a.input(ReduceOp::Sum, 1, 0, seed, 0),
         );
     }
     true

@@ -25,11 +25,11 @@ fn init(a: &InitArgs, s: &mut dyn InitSink) -> bool {
         target,
         0,
         a.send_count(),
-        a.input(RedOp::Sum, 1, 0, seed, 0),
+        a.input(ReduceOp::Sum, 1, 0, seed, 0),
     );
     let part = a.send_count() / a.nranks;
     for j in 0..a.nranks {
-        let g = a.input(RedOp::Sum, 1, 0, 33 * a.rep + j as u64, a.rank * part);
+        let g = a.input(ReduceOp::Sum, 1, 0, 33 * a.rep + j as u64, a.rank * part);
         s.expected(j * part * a.dtype.size(), part, g);
     }
     // nccl-tests does not support checking in-place alltoall.

@@ -24,10 +24,10 @@ fn init(a: &InitArgs, s: &mut dyn InitSink) -> bool {
             target,
             0,
             a.send_count(),
-            a.input(RedOp::Sum, 1, 0, a.rep, 0),
+            a.input(ReduceOp::Sum, 1, 0, a.rep, 0),
         );
     }
-    s.expected(0, a.recv_count(), a.input(RedOp::Sum, 1, 0, a.rep, 0));
+    s.expected(0, a.recv_count(), a.input(ReduceOp::Sum, 1, 0, a.rep, 0));
     true
 }
 

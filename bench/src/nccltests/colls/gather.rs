@@ -21,10 +21,15 @@ fn init(a: &InitArgs, s: &mut dyn InitSink) -> bool {
         (Target::Send, 0)
     };
     let n = a.send_count();
-    s.input(target, off, n, a.input(RedOp::Sum, 1, 0, a.rep, a.rank * n));
+    s.input(
+        target,
+        off,
+        n,
+        a.input(ReduceOp::Sum, 1, 0, a.rep, a.rank * n),
+    );
     s.expected_from_recv();
     if a.rank as i32 == a.root {
-        s.expected(0, a.nranks * n, a.input(RedOp::Sum, 1, 0, a.rep, 0));
+        s.expected(0, a.nranks * n, a.input(ReduceOp::Sum, 1, 0, a.rep, 0));
     }
     true
 }

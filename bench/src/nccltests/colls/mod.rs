@@ -25,7 +25,7 @@ pub use reduce_scatter::REDUCE_SCATTER;
 pub use scatter::SCATTER;
 pub use sendrecv::SENDRECV;
 
-use super::types::{DataType, RedOp};
+use super::types::{DataType, ReduceOp};
 use super::verifiable::Gen;
 
 /// Which collective a backend must run.
@@ -105,7 +105,7 @@ pub struct InitArgs {
     /// Element type.
     pub dtype: DataType,
     /// Reduction op.
-    pub op: RedOp,
+    pub op: ReduceOp,
     /// Root (rooted collectives).
     pub root: i32,
     /// Repetition number (the seed).
@@ -130,7 +130,7 @@ impl InitArgs {
     }
 
     /// Generated input for rank `rank_me` of a reduction over `rank_n`.
-    pub fn input(&self, op: RedOp, rank_n: usize, rank_me: usize, seed: u64, ix0: usize) -> Gen {
+    pub fn input(&self, op: ReduceOp, rank_n: usize, rank_me: usize, seed: u64, ix0: usize) -> Gen {
         Gen::Input {
             op,
             rank_n: rank_n as i32,
@@ -141,7 +141,7 @@ impl InitArgs {
     }
 
     /// Expected reduction result over `rank_n`.
-    pub fn expected(&self, op: RedOp, rank_n: usize, seed: u64, ix0: usize) -> Gen {
+    pub fn expected(&self, op: ReduceOp, rank_n: usize, seed: u64, ix0: usize) -> Gen {
         Gen::Expected {
             op,
             rank_n: rank_n as i32,

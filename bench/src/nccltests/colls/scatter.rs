@@ -25,11 +25,11 @@ fn init(a: &InitArgs, s: &mut dyn InitSink) -> bool {
             target,
             0,
             a.send_count(),
-            a.input(RedOp::Sum, 1, 0, a.rep, 0),
+            a.input(ReduceOp::Sum, 1, 0, a.rep, 0),
         );
     }
     let n = a.recv_count();
-    s.expected(0, n, a.input(RedOp::Sum, 1, 0, a.rep, a.rank * n));
+    s.expected(0, n, a.input(ReduceOp::Sum, 1, 0, a.rep, a.rank * n));
     true
 }
 

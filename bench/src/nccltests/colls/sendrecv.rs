@@ -20,10 +20,15 @@ fn init(a: &InitArgs, s: &mut dyn InitSink) -> bool {
         Target::Send
     };
     let n = a.send_count();
-    s.input(target, 0, n, a.input(RedOp::Sum, 1, 0, a.rep, a.rank * n));
+    s.input(
+        target,
+        0,
+        n,
+        a.input(ReduceOp::Sum, 1, 0, a.rep, a.rank * n),
+    );
     let peer = (a.rank + a.nranks - 1) % a.nranks;
     let m = a.recv_count();
-    s.expected(0, m, a.input(RedOp::Sum, 1, 0, a.rep, peer * m));
+    s.expected(0, m, a.input(ReduceOp::Sum, 1, 0, a.rep, peer * m));
     // nccl-tests does not support checking in-place sendrecv.
     !a.in_place
 }

@@ -62,8 +62,8 @@ fn args(rank: usize, in_place: bool) -> InitArgs {
     InitArgs {
         rank,
         nranks: 4,
-        dtype: DataType::Float,
-        op: RedOp::Sum,
+        dtype: DataType::Float32,
+        op: ReduceOp::Sum,
         root: 1,
         rep: 2,
         in_place,

@@ -43,8 +43,8 @@ fn defaults_match_nccl_tests() {
         (o.datacheck, o.average, o.root, o.cta_policy),
         (1, 1, 0, -1)
     );
-    assert_eq!(o.op, Some(RedOp::Sum));
-    assert_eq!(o.dtype, Some(DataType::Float));
+    assert_eq!(o.op, Some(ReduceOp::Sum));
+    assert_eq!(o.dtype, Some(DataType::Float32));
     assert_eq!(o.timeout, DEFAULT_TIMEOUT_S);
     assert_eq!(o.backend, BackendKind::Nccl);
 }
@@ -77,7 +77,10 @@ fn short_long_and_combined_forms() {
 fn invalid_type_and_op_default_with_message() {
     let (r, p) = run("-d bogus -o nope");
     let Parsed::Run(o) = r else { panic!() };
-    assert_eq!((o.dtype, o.op), (Some(DataType::Float), Some(RedOp::Sum)));
+    assert_eq!(
+        (o.dtype, o.op),
+        (Some(DataType::Float32), Some(ReduceOp::Sum))
+    );
     assert_eq!(
         p.stdout,
         "invalid type bogus, defaulting to float .. \ninvalid op nope, defaulting to sum .. \n"
@@ -87,7 +90,7 @@ fn invalid_type_and_op_default_with_message() {
     let Parsed::Run(o) = parse(&argv("-d f8e4m3"), old, 22000, &mut p) else {
         panic!()
     };
-    assert_eq!(o.dtype, Some(DataType::Float), "fp8 needs NCCL 2.24");
+    assert_eq!(o.dtype, Some(DataType::Float32), "fp8 needs NCCL 2.24");
 }
 
 #[test]

@@ -32,12 +32,12 @@ impl Layout {
 /// The layout of a floating-point type (None for integers).
 pub fn layout(dt: DataType) -> Option<Layout> {
     let (exp_bits, mant_bits) = match dt {
-        DataType::Half => (5, 10),
-        DataType::Float => (8, 23),
-        DataType::Double => (11, 52),
+        DataType::Float16 => (5, 10),
+        DataType::Float32 => (8, 23),
+        DataType::Float64 => (11, 52),
         DataType::Bfloat16 => (8, 7),
-        DataType::F8e4m3 => (4, 3),
-        DataType::F8e5m2 => (5, 2),
+        DataType::Float8e4m3 => (4, 3),
+        DataType::Float8e5m2 => (5, 2),
         _ => return None,
     };
     Some(Layout {
@@ -55,8 +55,8 @@ pub fn make_float(l: Layout, sign: u64, exp: u64, mant: u64) -> u64 {
 #[inline]
 pub fn to_f64(dt: DataType, bits: u64) -> f64 {
     match dt {
-        DataType::Float => f32::from_bits(bits as u32) as f64,
-        DataType::Double => f64::from_bits(bits),
+        DataType::Float32 => f32::from_bits(bits as u32) as f64,
+        DataType::Float64 => f64::from_bits(bits),
         _ => match layout(dt) {
             Some(l) => decode_small(dt, l, bits),
             None => 0.0,
@@ -74,11 +74,11 @@ fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
     let mant = bits & l.mant_mask();
     let exp_max = (1 << l.exp_bits) - 1;
     let special = match dt {
-        DataType::F8e4m3 => exp == exp_max && mant == l.mant_mask(),
+        DataType::Float8e4m3 => exp == exp_max && mant == l.mant_mask(),
         _ => exp == exp_max,
     };
     if special {
-        return if dt != DataType::F8e4m3 && mant == 0 {
+        return if dt != DataType::Float8e4m3 && mant == 0 {
             sign * f64::INFINITY
         } else {
             f64::NAN
@@ -98,8 +98,8 @@ fn decode_small(dt: DataType, l: Layout, bits: u64) -> f64 {
 #[inline]
 pub fn from_f64(dt: DataType, v: f64) -> u64 {
     match dt {
-        DataType::Float => (v as f32).to_bits() as u64,
-        DataType::Double => v.to_bits(),
+        DataType::Float32 => (v as f32).to_bits() as u64,
+        DataType::Float64 => v.to_bits(),
         _ => match layout(dt) {
             Some(l) => encode_small(dt, l, v),
             None => 0,
@@ -140,7 +140,7 @@ fn encode_small(dt: DataType, l: Layout, v: f64) -> u64 {
     let max_finite = max_finite_fields(dt, l);
     match fields {
         Some(f) if f <= max_finite => sign | f,
-        _ if matches!(dt, DataType::F8e4m3 | DataType::F8e5m2) => sign | max_finite,
+        _ if matches!(dt, DataType::Float8e4m3 | DataType::Float8e5m2) => sign | max_finite,
         _ => sign | exp_field_max << l.mant_bits,
     }
 }
@@ -171,7 +171,7 @@ fn round_ties_even_small(x: f64) -> f64 {
 fn max_finite_fields(dt: DataType, l: Layout) -> u64 {
     let exp_field_max = (1u64 << l.exp_bits) - 1;
     match dt {
-        DataType::F8e4m3 => exp_field_max << l.mant_bits | (l.mant_mask() - 1),
+        DataType::Float8e4m3 => exp_field_max << l.mant_bits | (l.mant_mask() - 1),
         _ => (exp_field_max - 1) << l.mant_bits | l.mant_mask(),
     }
 }
@@ -192,7 +192,7 @@ fn exponent_of(a: f64) -> i32 {
 #[inline]
 pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
     match dt {
-        DataType::Float => (f32::from_bits(a as u32) + f32::from_bits(b as u32)).to_bits() as u64,
+        DataType::Float32 => (f32::from_bits(a as u32) + f32::from_bits(b as u32)).to_bits() as u64,
         _ => from_f64(dt, to_f64(dt, a) + to_f64(dt, b)),
     }
 }
@@ -201,7 +201,7 @@ pub fn add(dt: DataType, a: u64, b: u64) -> u64 {
 #[inline]
 pub fn mul(dt: DataType, a: u64, b: u64) -> u64 {
     match dt {
-        DataType::Float => (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64,
+        DataType::Float32 => (f32::from_bits(a as u32) * f32::from_bits(b as u32)).to_bits() as u64,
         _ => from_f64(dt, to_f64(dt, a) * to_f64(dt, b)),
     }
 }
@@ -233,7 +233,7 @@ impl FloatOrder {
             l,
             sign_bit: 1u64 << (l.exp_bits + l.mant_bits),
             inf: ((1u64 << l.exp_bits) - 1) << l.mant_bits,
-            nan_is_all_ones: dt == DataType::F8e4m3,
+            nan_is_all_ones: dt == DataType::Float8e4m3,
         })
     }
 
@@ -303,26 +303,26 @@ mod tests {
 
     #[test]
     fn known_encodings() {
-        assert_eq!(from_f64(Half, 1.0), 0x3c00);
-        assert_eq!(from_f64(Half, 65504.0), 0x7bff);
-        assert_eq!(from_f64(Half, 65520.0), 0x7c00);
-        assert_eq!(from_f64(Half, 2f64.powi(-24)), 0x0001);
-        assert_eq!(from_f64(Half, -2.0), 0xc000);
+        assert_eq!(from_f64(Float16, 1.0), 0x3c00);
+        assert_eq!(from_f64(Float16, 65504.0), 0x7bff);
+        assert_eq!(from_f64(Float16, 65520.0), 0x7c00);
+        assert_eq!(from_f64(Float16, 2f64.powi(-24)), 0x0001);
+        assert_eq!(from_f64(Float16, -2.0), 0xc000);
         assert_eq!(from_f64(Bfloat16, 1.0), 0x3f80);
         assert_eq!(from_f64(Bfloat16, 1.0 + 1.0 / 256.0), 0x3f80); // tie to even
         assert_eq!(from_f64(Bfloat16, 1.0 + 3.0 / 256.0), 0x3f82);
-        assert_eq!(from_f64(F8e4m3, 448.0), 0x7e);
-        assert_eq!(from_f64(F8e4m3, 1000.0), 0x7e);
-        assert_eq!(from_f64(F8e4m3, 1.0), 0x38);
-        assert_eq!(from_f64(F8e4m3, 2f64.powi(-9)), 0x01);
-        assert_eq!(from_f64(F8e5m2, 57344.0), 0x7b);
-        assert_eq!(from_f64(F8e5m2, 1e9), 0x7b);
-        assert_eq!(from_f64(F8e5m2, 1.0), 0x3c);
+        assert_eq!(from_f64(Float8e4m3, 448.0), 0x7e);
+        assert_eq!(from_f64(Float8e4m3, 1000.0), 0x7e);
+        assert_eq!(from_f64(Float8e4m3, 1.0), 0x38);
+        assert_eq!(from_f64(Float8e4m3, 2f64.powi(-9)), 0x01);
+        assert_eq!(from_f64(Float8e5m2, 57344.0), 0x7b);
+        assert_eq!(from_f64(Float8e5m2, 1e9), 0x7b);
+        assert_eq!(from_f64(Float8e5m2, 1.0), 0x3c);
     }
 
     #[test]
     fn round_trip_every_small_value() {
-        for dt in [Half, Bfloat16, F8e4m3, F8e5m2] {
+        for dt in [Float16, Bfloat16, Float8e4m3, Float8e5m2] {
             let nbits = dt.size() * 8;
             for bits in 0..(1u64 << nbits) {
                 let v = to_f64(dt, bits);
@@ -355,7 +355,7 @@ mod tests {
             }
         };
         // Every pair of 8-bit values (NaNs, infinities, both zeros included).
-        for dt in [F8e4m3, F8e5m2] {
+        for dt in [Float8e4m3, Float8e5m2] {
             for a in 0..256 {
                 for b in 0..256 {
                     check(dt, a, b);
@@ -364,7 +364,7 @@ mod tests {
         }
         // Wider types: specials against a spread of values.
         let mut x = 0x1234_5678_9abc_def0u64;
-        for dt in [Half, Bfloat16, Float, Double] {
+        for dt in [Float16, Bfloat16, Float32, Float64] {
             let bits = dt.size() as u32 * 8;
             let top = 1u64 << (bits - 1);
             let exp_ones = from_f64(dt, f64::INFINITY);
@@ -395,11 +395,15 @@ mod tests {
 
     #[test]
     fn arithmetic() {
-        let h = |v| from_f64(Half, v);
-        assert_eq!(add(Half, h(1.0), h(2.0)), h(3.0));
+        let h = |v| from_f64(Float16, v);
+        assert_eq!(add(Float16, h(1.0), h(2.0)), h(3.0));
         assert_eq!(
-            mul(F8e4m3, from_f64(F8e4m3, 2.0), from_f64(F8e4m3, 3.0)),
-            from_f64(F8e4m3, 6.0)
+            mul(
+                Float8e4m3,
+                from_f64(Float8e4m3, 2.0),
+                from_f64(Float8e4m3, 3.0)
+            ),
+            from_f64(Float8e4m3, 6.0)
         );
         assert_eq!(min_max(Bfloat16, h(1.0), h(2.0), true), h(2.0));
     }

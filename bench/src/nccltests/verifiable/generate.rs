@@ -4,7 +4,7 @@
 use super::floats::{self, Layout};
 use super::kernel::Kernel;
 use super::rng::{Width, gen_sum_y, hash_of, mix_bits, shuffle_rank, sum_part, umul32hi};
-use crate::nccltests::types::{DataType, RedOp, premul_scalar};
+use crate::nccltests::types::{DataType, ReduceOp, premul_scalar};
 
 /// The reduction a generator targets. `Nil` is a plain copy (every
 /// non-reducing collective, and any reduction over a single rank).
@@ -13,12 +13,12 @@ pub enum GenOp {
     /// Byte-copy collectives / one rank.
     Nil,
     /// A reduction.
-    Red(RedOp),
+    Red(ReduceOp),
 }
 
 impl GenOp {
     /// What verifiable.cu uses for `op` over `rank_n` contributions.
-    pub fn new(op: RedOp, rank_n: i32) -> GenOp {
+    pub fn new(op: ReduceOp, rank_n: i32) -> GenOp {
         if rank_n == 1 {
             GenOp::Nil
         } else {
@@ -64,9 +64,9 @@ pub(super) fn int_hash(mask: u64, prod: bool, rank_me: i32, seed: u64, index: i6
 
 /// The op's per-rank pre-operation: premulsum scales by the rank scalar.
 /// (Float avg's scaling is [`avg_pre_op`]; the generators never need it.)
-pub fn pre_op(dt: DataType, op: RedOp, x: u64, rank: i32) -> u64 {
+pub fn pre_op(dt: DataType, op: ReduceOp, x: u64, rank: i32) -> u64 {
     match op {
-        RedOp::MulSum => {
+        ReduceOp::PreMulSum => {
             let s = premul_scalar(rank.max(0) as usize);
             match floats::layout(dt) {
                 None => x.wrapping_mul(s as u64) & int_mask(dt),
@@ -80,7 +80,7 @@ pub fn pre_op(dt: DataType, op: RedOp, x: u64, rank: i32) -> u64 {
 /// Float avg's pre-operation, `x * T(1/n)` with 1/n rounded through float
 /// (double for double), as NCCL and verifiable.cu compute it.
 pub fn avg_pre_op(dt: DataType, x: u64, rank_n: i32) -> u64 {
-    let inv = if dt == DataType::Double {
+    let inv = if dt == DataType::Float64 {
         1.0 / rank_n as f64
     } else {
         (1.0f32 / rank_n as f32) as f64
@@ -92,33 +92,37 @@ pub fn avg_pre_op(dt: DataType, x: u64, rank_n: i32) -> u64 {
 /// inlined: the MPI backend's per-type reduction functions rely on `dt` and
 /// `op` folding to constants.
 #[inline(always)]
-pub fn combine(dt: DataType, op: RedOp, a: u64, b: u64) -> u64 {
+pub fn combine(dt: DataType, op: ReduceOp, a: u64, b: u64) -> u64 {
     if floats::layout(dt).is_some() {
         return match op {
-            RedOp::Prod => floats::mul(dt, a, b),
-            RedOp::Max => floats::min_max(dt, a, b, true),
-            RedOp::Min => floats::min_max(dt, a, b, false),
-            RedOp::Sum | RedOp::Avg | RedOp::MulSum => floats::add(dt, a, b),
+            ReduceOp::Prod => floats::mul(dt, a, b),
+            ReduceOp::Max => floats::min_max(dt, a, b, true),
+            ReduceOp::Min => floats::min_max(dt, a, b, false),
+            ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => floats::add(dt, a, b),
         };
     }
     let m = int_mask(dt);
     match op {
-        RedOp::Prod => a.wrapping_mul(b) & m,
-        RedOp::Max | RedOp::Min => {
+        ReduceOp::Prod => a.wrapping_mul(b) & m,
+        ReduceOp::Max | ReduceOp::Min => {
             let a_less = if is_signed(dt) {
                 sign_extend(dt, a) < sign_extend(dt, b)
             } else {
                 a < b
             };
-            if a_less == (op == RedOp::Min) { a } else { b }
+            if a_less == (op == ReduceOp::Min) {
+                a
+            } else {
+                b
+            }
         }
-        RedOp::Sum | RedOp::Avg | RedOp::MulSum => a.wrapping_add(b) & m,
+        ReduceOp::Sum | ReduceOp::Avg | ReduceOp::PreMulSum => a.wrapping_add(b) & m,
     }
 }
 
 /// The op's post-operation: integer avg divides by the rank count.
-pub fn post_op(dt: DataType, op: RedOp, x: u64, rank_n: i32) -> u64 {
-    if op != RedOp::Avg || floats::layout(dt).is_some() || rank_n <= 0 {
+pub fn post_op(dt: DataType, op: ReduceOp, x: u64, rank_n: i32) -> u64 {
+    if op != ReduceOp::Avg || floats::layout(dt).is_some() || rank_n <= 0 {
         return x;
     }
     if is_signed(dt) {
@@ -301,7 +305,7 @@ pub(super) fn avg_output(dt: DataType, l: Layout, rank_n: i32, seed: u64) -> u64
         return floats::from_f64(dt, (1 + m0) as f64);
     }
     let scaled = |m: u64| -> u64 {
-        if dt == DataType::Double {
+        if dt == DataType::Float64 {
             floats::from_f64(dt, (1 + m) as f64 * (1.0 / rank_n as f64))
         } else {
             let p = (1 + m) as f32 * (1.0 / rank_n as f64) as f32;

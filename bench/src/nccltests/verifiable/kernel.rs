@@ -15,7 +15,7 @@ use super::generate::{
 };
 use super::reduce::{ElementLoop, Reduce};
 use super::rng::{Width, mix_bits};
-use crate::nccltests::types::{DataType, RedOp};
+use crate::nccltests::types::{DataType, ReduceOp};
 
 /// One element formula with its index-independent parameters resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,12 +84,12 @@ impl Kernel {
                 seed,
                 rank_me,
                 mask: int_mask(dt),
-                prod: o == RedOp::Prod,
+                prod: o == ReduceOp::Prod,
             },
-            (Some(l), GenOp::Nil | GenOp::Red(RedOp::Max | RedOp::Min)) => {
+            (Some(l), GenOp::Nil | GenOp::Red(ReduceOp::Max | ReduceOp::Min)) => {
                 Kind::RandomFloat { l, rank_me, seed }
             }
-            (Some(l), GenOp::Red(RedOp::Sum)) => Kind::FloatSum {
+            (Some(l), GenOp::Red(ReduceOp::Sum)) => Kind::FloatSum {
                 l,
                 w: sum_width(dt),
                 input: true,
@@ -97,21 +97,21 @@ impl Kernel {
                 rank_me,
                 seed,
             },
-            (Some(l), GenOp::Red(RedOp::Prod)) => Kind::FloatProd {
+            (Some(l), GenOp::Red(ReduceOp::Prod)) => Kind::FloatProd {
                 l,
                 input: true,
                 rank_n,
                 rank_me,
                 seed,
             },
-            (Some(l), GenOp::Red(RedOp::MulSum)) => Kind::PreMulSum {
+            (Some(l), GenOp::Red(ReduceOp::PreMulSum)) => Kind::PreMulSum {
                 l,
                 input: true,
                 rank_n,
                 rank_me,
                 seed,
             },
-            (Some(l), GenOp::Red(RedOp::Avg)) => {
+            (Some(l), GenOp::Red(ReduceOp::Avg)) => {
                 Kind::Const(avg_input(dt, l, rank_n, rank_me, seed))
             }
         };
@@ -125,7 +125,7 @@ impl Kernel {
     pub fn expected(dt: DataType, op: GenOp, rank_n: i32, seed: u64) -> Kernel {
         let kind = match (floats::layout(dt), op) {
             (_, GenOp::Nil) => return Kernel::input(dt, op, rank_n, 0, seed),
-            (Some(l), GenOp::Red(RedOp::Sum)) => Kind::FloatSum {
+            (Some(l), GenOp::Red(ReduceOp::Sum)) => Kind::FloatSum {
                 l,
                 w: sum_width(dt),
                 input: false,
@@ -133,21 +133,21 @@ impl Kernel {
                 rank_me: 0,
                 seed,
             },
-            (Some(l), GenOp::Red(RedOp::Prod)) => Kind::FloatProd {
+            (Some(l), GenOp::Red(ReduceOp::Prod)) => Kind::FloatProd {
                 l,
                 input: false,
                 rank_n,
                 rank_me: 0,
                 seed,
             },
-            (Some(l), GenOp::Red(RedOp::MulSum)) => Kind::PreMulSum {
+            (Some(l), GenOp::Red(ReduceOp::PreMulSum)) => Kind::PreMulSum {
                 l,
                 input: false,
                 rank_n,
                 rank_me: 0,
                 seed,
             },
-            (Some(l), GenOp::Red(RedOp::Avg)) => Kind::Const(avg_output(dt, l, rank_n, seed)),
+            (Some(l), GenOp::Red(ReduceOp::Avg)) => Kind::Const(avg_output(dt, l, rank_n, seed)),
             // Integers (every op) and float min/max.
             (_, GenOp::Red(o)) => Kind::Reduce(Reduce::new(dt, o, rank_n, seed)),
         };

@@ -19,7 +19,7 @@ pub use floats::{from_f64, to_f64};
 pub use generate::{GenOp, avg_pre_op, combine, gen_input, gen_output, post_op, pre_op};
 pub use kernel::Kernel;
 
-use crate::nccltests::types::{DataType, RedOp};
+use crate::nccltests::types::{DataType, ReduceOp};
 
 /// What to generate into a range of elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum Gen {
     /// `ncclVerifiablePrepareInput(op, rank_n, rank_me, seed, ix0)`.
     Input {
         /// The reduction (`Sum` for copy collectives with rank_n = 1).
-        op: RedOp,
+        op: ReduceOp,
         /// Contributions into the reduction.
         rank_n: i32,
         /// This contribution's index.
@@ -40,7 +40,7 @@ pub enum Gen {
     /// `ncclVerifiablePrepareExpected(op, rank_n, seed, ix0)`.
     Expected {
         /// The reduction.
-        op: RedOp,
+        op: ReduceOp,
         /// Contributions into the reduction.
         rank_n: i32,
         /// Seed.
@@ -88,8 +88,8 @@ impl Gen {
 
 /// The verification tolerance in units in the last place: 2 for float avg
 /// (NCCL may pre-multiply in a different precision), else exact.
-pub fn tolerance(dt: DataType, op: RedOp) -> u64 {
-    if dt.is_float() && op == RedOp::Avg {
+pub fn tolerance(dt: DataType, op: ReduceOp) -> u64 {
+    if dt.is_float() && op == ReduceOp::Avg {
         2
     } else {
         0

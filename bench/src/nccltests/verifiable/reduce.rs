@@ -9,7 +9,7 @@ use std::hint::select_unpredictable;
 
 use super::floats::FloatOrder;
 use super::generate::{int_hash, int_mask, random_float};
-use crate::nccltests::types::{DataType, RedOp};
+use crate::nccltests::types::{DataType, ReduceOp};
 
 /// An integer type's element width and signedness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub enum Reduce {
     /// Integers: hashed inputs combined with `op`.
     Int {
         /// The reduction.
-        op: RedOp,
+        op: ReduceOp,
         /// Element width and signedness.
         t: IntType,
         /// Contributions.
@@ -81,11 +81,11 @@ pub enum Reduce {
 impl Reduce {
     /// The formula for `op` over `rank_n` ranks of `dt`. Float ops other
     /// than min and max have their own generators and never get here.
-    pub fn new(dt: DataType, op: RedOp, rank_n: i32, seed: u64) -> Reduce {
-        debug_assert!(!dt.is_float() || matches!(op, RedOp::Max | RedOp::Min));
+    pub fn new(dt: DataType, op: ReduceOp, rank_n: i32, seed: u64) -> Reduce {
+        debug_assert!(!dt.is_float() || matches!(op, ReduceOp::Max | ReduceOp::Min));
         match FloatOrder::new(dt) {
             Some(order) => Reduce::Float {
-                want_max: op == RedOp::Max,
+                want_max: op == ReduceOp::Max,
                 order,
                 rank_n,
                 seed,
@@ -121,24 +121,28 @@ impl Reduce {
                 seed,
             } => {
                 let m = t.mask;
-                let p = (op == RedOp::Prod, rank_n, seed, m);
+                let p = (op == ReduceOp::Prod, rank_n, seed, m);
                 match op {
-                    RedOp::Sum => run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_add(x) & m)),
-                    RedOp::Avg => run
+                    ReduceOp::Sum => {
+                        run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_add(x) & m))
+                    }
+                    ReduceOp::Avg => run
                         .run(move |ix| t.div(fold(p, ix, |a, x, _| a.wrapping_add(x) & m), rank_n)),
                     // Odd ranks' inputs are doubled first (premul_scalar).
-                    RedOp::MulSum => run.run(move |ix| {
+                    ReduceOp::PreMulSum => run.run(move |ix| {
                         fold(p, ix, |a, x, r| {
                             a.wrapping_add(x.wrapping_mul(1 + (r & 1) as u64) & m) & m
                         })
                     }),
-                    RedOp::Prod => run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_mul(x) & m)),
-                    RedOp::Max => run.run(move |ix| {
+                    ReduceOp::Prod => {
+                        run.run(move |ix| fold(p, ix, |a, x, _| a.wrapping_mul(x) & m))
+                    }
+                    ReduceOp::Max => run.run(move |ix| {
                         fold(p, ix, |a, x, _| {
                             select_unpredictable(t.key(a) < t.key(x), x, a)
                         })
                     }),
-                    RedOp::Min => run.run(move |ix| {
+                    ReduceOp::Min => run.run(move |ix| {
                         fold(p, ix, |a, x, _| {
                             select_unpredictable(t.key(a) < t.key(x), a, x)
                         })

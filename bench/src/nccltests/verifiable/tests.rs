@@ -3,12 +3,12 @@
 //! give the generated expected value, for every type, op and rank count.
 
 use super::*;
-use crate::nccltests::types::{ALL_OPS, ALL_TYPES};
+use crate::nccltests::types::{DataType, ReduceOp};
 
-fn reduce_inputs(dt: DataType, op: RedOp, rank_n: i32, seed: u64, ix: i64) -> u64 {
+fn reduce_inputs(dt: DataType, op: ReduceOp, rank_n: i32, seed: u64, ix: i64) -> u64 {
     let gop = GenOp::new(op, rank_n);
     let pre = |x: u64, r: i32| {
-        if op == RedOp::Avg && dt.is_float() {
+        if op == ReduceOp::Avg && dt.is_float() {
             avg_pre_op(dt, x, rank_n)
         } else {
             pre_op(dt, op, x, r)
@@ -24,8 +24,8 @@ fn reduce_inputs(dt: DataType, op: RedOp, rank_n: i32, seed: u64, ix: i64) -> u6
 #[test]
 fn every_type_op_and_rank_count_reduces_exactly() {
     let seed = 0xc8e2_bed6_9766_d533u64;
-    for dt in ALL_TYPES {
-        for op in ALL_OPS {
+    for dt in DataType::ALL {
+        for op in ReduceOp::ALL {
             for i in 0..7 {
                 let rank_n = (1 << i) + i;
                 let tol = tolerance(dt, op);
@@ -48,8 +48,13 @@ fn every_type_op_and_rank_count_reduces_exactly() {
 
 #[test]
 fn float_results_are_finite_and_varied() {
-    for dt in ALL_TYPES.into_iter().filter(|d| d.is_float()) {
-        for op in [RedOp::Sum, RedOp::Prod, RedOp::MulSum, RedOp::Max] {
+    for dt in DataType::ALL.into_iter().filter(|d| d.is_float()) {
+        for op in [
+            ReduceOp::Sum,
+            ReduceOp::Prod,
+            ReduceOp::PreMulSum,
+            ReduceOp::Max,
+        ] {
             let outs: Vec<u64> = (0..64)
                 .map(|ix| gen_output(dt, GenOp::Red(op), 4, 99, ix))
                 .collect();
@@ -77,22 +82,22 @@ fn mixers_match_reference_values() {
 #[test]
 fn fill_and_count_wrong() {
     let g = Gen::Input {
-        op: RedOp::Sum,
+        op: ReduceOp::Sum,
         rank_n: 1,
         rank_me: 0,
         seed: 5,
         ix0: 10,
     };
     let mut a = vec![0u8; 4 * 16];
-    g.fill(DataType::Float, 0, &mut a);
+    g.fill(DataType::Float32, 0, &mut a);
     let mut b = vec![0u8; 4 * 8];
-    g.fill(DataType::Float, 8, &mut b);
+    g.fill(DataType::Float32, 8, &mut b);
     assert_eq!(&a[32..], &b[..], "sub-ranges are generated independently");
-    assert_eq!(count_wrong(DataType::Float, 0, &a, &a), 0);
+    assert_eq!(count_wrong(DataType::Float32, 0, &a, &a), 0);
     let mut c = a.clone();
     c[5] ^= 1;
     c[60] ^= 0x80;
-    assert_eq!(count_wrong(DataType::Float, 0, &a, &c), 2);
+    assert_eq!(count_wrong(DataType::Float32, 0, &a, &c), 2);
 }
 
 /// A digest of every formula over a grid of types, ops, rank counts,
@@ -103,8 +108,8 @@ fn grid_digest() -> u64 {
     let indices: Vec<i64> = (0..64)
         .chain([1000, 65_535, 65_536, 1 << 31, (1 << 40) + 7])
         .collect();
-    for dt in ALL_TYPES {
-        for op in ALL_OPS {
+    for dt in DataType::ALL {
+        for op in ReduceOp::ALL {
             for rank_n in [1, 2, 3, 4, 7, 8, 16, 37] {
                 let gop = GenOp::new(op, rank_n);
                 for seed in [0u64, 99, 0xc8e2_bed6_9766_d533] {

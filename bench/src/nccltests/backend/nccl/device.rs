@@ -87,15 +87,15 @@ impl Impl {
             DataType::Uint32 => "u32",
             DataType::Int64 => "i64",
             DataType::Uint64 => "u64",
-            DataType::Half => "f16",
-            DataType::Float => "f32",
-            DataType::Double => "f64",
-            DataType::Bfloat16 | DataType::F8e4m3 | DataType::F8e5m2 => return None,
+            DataType::Float16 => "f16",
+            DataType::Float32 => "f32",
+            DataType::Float64 => "f64",
+            DataType::Bfloat16 | DataType::Float8e4m3 | DataType::Float8e5m2 => return None,
         };
         let ok = match self {
             Impl::Lsa | Impl::LsaVector => true,
-            Impl::Multimem => matches!(dt, DataType::Float | DataType::Double),
-            Impl::MultimemVector => dt == DataType::Float,
+            Impl::Multimem => matches!(dt, DataType::Float32 | DataType::Float64),
+            Impl::MultimemVector => dt == DataType::Float32,
         };
         ok.then(|| format!("{}_{suffix}", self.prefix()))
     }
@@ -156,9 +156,9 @@ impl DeviceApi {
         let module = Module::load(device, &image).map_err(|e| cuda_error("cuModuleLoadData", e))?;
         let layout = self.layout(&module, stream)?;
         let mut fns: [Option<Function>; 12] = Default::default();
-        for dt in crate::nccltests::types::ALL_TYPES {
+        for dt in DataType::ALL {
             if let Some(name) = self.imp.kernel_name(dt) {
-                fns[dt.nccl_value() as usize] = Some(
+                fns[dt.raw() as usize] = Some(
                     module
                         .function(&name)
                         .map_err(|e| cuda_error("cuModuleGetFunction", e))?,
@@ -260,7 +260,7 @@ impl Kernels {
         dev: &DevComm,
         stream: &Stream,
     ) -> TestResult<()> {
-        let Some(f) = &self.fns[dt.nccl_value() as usize] else {
+        let Some(f) = &self.fns[dt.raw() as usize] else {
             return Err(TestError::NotImplemented(format!(
                 "device implementation {:?} has no {} kernel (nccl-tests has none either)",
                 self.imp,
@@ -437,7 +437,7 @@ mod tests {
     #[test]
     fn kernel_names_follow_nccl_tests_coverage() {
         assert_eq!(
-            Impl::Lsa.kernel_name(DataType::Half).as_deref(),
+            Impl::Lsa.kernel_name(DataType::Float16).as_deref(),
             Some("ar_lsa_f16")
         );
         assert_eq!(
@@ -446,11 +446,11 @@ mod tests {
         );
         assert_eq!(Impl::Lsa.kernel_name(DataType::Bfloat16), None);
         assert_eq!(
-            Impl::Multimem.kernel_name(DataType::Double).as_deref(),
+            Impl::Multimem.kernel_name(DataType::Float64).as_deref(),
             Some("ar_mm_f64")
         );
         assert_eq!(Impl::Multimem.kernel_name(DataType::Int32), None);
-        assert_eq!(Impl::MultimemVector.kernel_name(DataType::Double), None);
+        assert_eq!(Impl::MultimemVector.kernel_name(DataType::Float64), None);
         assert_eq!(Impl::from_option(5), None);
     }
 
@@ -462,7 +462,7 @@ mod tests {
             Impl::Multimem,
             Impl::MultimemVector,
         ] {
-            for dt in crate::nccltests::types::ALL_TYPES {
+            for dt in DataType::ALL {
                 if let Some(name) = imp.kernel_name(dt) {
                     let (kind, suffix) = name.rsplit_once('_').unwrap();
                     let entry = match kind {

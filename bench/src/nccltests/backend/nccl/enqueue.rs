@@ -3,7 +3,7 @@
 //! the timed loop: no allocation on the success path.
 
 use erdma::cuda::{self, DevicePtr};
-use erdma::nccl::{DataType as NDataType, Group, NcclError, RedOp as NRedOp, ReduceOp, Scalar};
+use erdma::nccl::{DataType, Group, NcclError, RedOp, ReduceOp, Scalar};
 
 use super::device::WindowArgs;
 use super::ranks::{DevState, RankState};
@@ -12,51 +12,21 @@ use crate::nccltests::backend::CollCall;
 use crate::nccltests::backend::hostcoll::{input_bytes, output_bytes};
 use crate::nccltests::colls::{CollKind, Target};
 use crate::nccltests::errors::{TestError, TestResult};
-use crate::nccltests::types::{ALL_TYPES, DataType, RedOp, premul_scalar};
+use crate::nccltests::types::premul_scalar;
 use crate::nccltests::verifiable::from_f64;
 
-/// The NCCL type of a harness type (same numbering).
-pub(super) fn nccl_type(dt: DataType) -> NDataType {
-    match dt {
-        DataType::Int8 => NDataType::Int8,
-        DataType::Uint8 => NDataType::Uint8,
-        DataType::Int32 => NDataType::Int32,
-        DataType::Uint32 => NDataType::Uint32,
-        DataType::Int64 => NDataType::Int64,
-        DataType::Uint64 => NDataType::Uint64,
-        DataType::Half => NDataType::Float16,
-        DataType::Float => NDataType::Float32,
-        DataType::Double => NDataType::Float64,
-        DataType::Bfloat16 => NDataType::Bfloat16,
-        DataType::F8e4m3 => NDataType::Float8e4m3,
-        DataType::F8e5m2 => NDataType::Float8e5m2,
-    }
-}
-
-/// The NCCL reduction of a harness op.
-pub(super) fn reduce_op(op: RedOp) -> ReduceOp {
-    match op {
-        RedOp::Sum => ReduceOp::Sum,
-        RedOp::Prod => ReduceOp::Prod,
-        RedOp::Max => ReduceOp::Max,
-        RedOp::Min => ReduceOp::Min,
-        RedOp::Avg => ReduceOp::Avg,
-        RedOp::MulSum => ReduceOp::PreMulSum,
-    }
-}
-
-/// `ncclVerifiablePremulScalar<T>(rank)` for every type, in `ALL_TYPES`
+/// `ncclVerifiablePremulScalar<T>(rank)` for every type, in `DataType::ALL`
 /// order (index = NCCL type number): 1 on even ranks, 2 on odd ones.
 pub(super) fn scalars_for_rank(rank: usize) -> TestResult<[Scalar; 12]> {
     let v = premul_scalar(rank);
     let mut out = [Scalar::new(0u8); 12];
-    for (slot, dt) in out.iter_mut().zip(ALL_TYPES) {
+    for (slot, dt) in out.iter_mut().zip(DataType::ALL) {
         let bits = if dt.is_float() {
             from_f64(dt, v)
         } else {
             v as u64
         };
-        *slot = Scalar::from_bytes(nccl_type(dt), &bits.to_le_bytes()[..dt.size()])
+        *slot = Scalar::from_bytes(dt, &bits.to_le_bytes()[..dt.size()])
             .map_err(|e| TestError::Internal(format!("premul scalar: {e}")))?;
     }
     Ok(out)
@@ -81,7 +51,7 @@ pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestRe
 /// windows register.
 #[inline]
 unsafe fn device_all_reduce(r: &RankState, dev: &DevState, call: &CollCall) -> TestResult<()> {
-    if call.op != RedOp::Sum {
+    if call.op != ReduceOp::Sum {
         return Err(TestError::NotImplemented(format!(
             "device implementation kernels reduce with sum only, not {}",
             call.op.name()
@@ -147,7 +117,7 @@ pub(super) unsafe fn issue(
 ) -> TestResult<()> {
     let comm = r.comm()?;
     let n = comm.size();
-    let dt = nccl_type(call.dtype);
+    let dt = call.dtype;
     let stream = &r.stream;
     let count = call.count;
     let fail = |name: &str, e: NcclError| nccl_error(name, e, timeout_s);
@@ -183,12 +153,12 @@ pub(super) unsafe fn issue(
                 // SAFETY: see above.
                 unsafe { reduction(r, call, send, recv, op, root, timeout_s) }
             };
-            match reduce_op(call.op).builtin() {
+            match call.op.builtin() {
                 Some(op) => red(op),
                 // nccl-tests creates the PreMulSum operator with this rank's
                 // scalar before every call and destroys it after.
                 None => {
-                    let scalar = &r.scalars[call.dtype.nccl_value() as usize];
+                    let scalar = &r.scalars[call.dtype.raw() as usize];
                     let pms = comm
                         .pre_mul_sum(scalar)
                         .map_err(|e| fail("ncclRedOpCreatePreMulSum", e))?;
@@ -265,12 +235,12 @@ unsafe fn reduction(
     call: &CollCall,
     send: DevicePtr,
     recv: DevicePtr,
-    op: NRedOp,
+    op: RedOp,
     root: usize,
     timeout_s: i32,
 ) -> TestResult<()> {
     let comm = r.comm()?;
-    let (count, dt, stream) = (call.count, nccl_type(call.dtype), &r.stream);
+    let (count, dt, stream) = (call.count, call.dtype, &r.stream);
     // SAFETY: the caller's contract (as `issue`).
     let (name, res) = unsafe {
         match call.kind {
@@ -302,7 +272,7 @@ unsafe fn hypercube(
     send: DevicePtr,
     recv: DevicePtr,
     count: usize,
-    dt: NDataType,
+    dt: DataType,
     timeout_s: i32,
 ) -> TestResult<()> {
     let comm = r.comm()?;
@@ -351,37 +321,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn types_and_ops_map_to_ncclh_values() {
-        for dt in ALL_TYPES {
-            assert_eq!(nccl_type(dt).raw(), dt.nccl_value(), "{dt:?}");
-            assert_eq!(nccl_type(dt).size(), dt.size());
-        }
-        for op in crate::nccltests::types::ALL_OPS {
-            assert_eq!(reduce_op(op).name(), op.name());
-            assert_eq!(reduce_op(op).builtin().map(|o| o.raw()), op.nccl_value());
-        }
-    }
-
-    #[test]
     fn premul_scalars_are_one_on_even_ranks_and_two_on_odd() {
         let even = scalars_for_rank(4).unwrap();
         let odd = scalars_for_rank(7).unwrap();
-        let idx = |dt: DataType| dt.nccl_value() as usize;
+        let idx = |dt: DataType| dt.raw() as usize;
         assert_eq!(odd[idx(DataType::Int32)].as_bytes(), &2i32.to_le_bytes());
         assert_eq!(even[idx(DataType::Uint64)].as_bytes(), &1u64.to_le_bytes());
-        assert_eq!(odd[idx(DataType::Float)].as_bytes(), &2f32.to_le_bytes());
-        assert_eq!(odd[idx(DataType::Double)].as_bytes(), &2f64.to_le_bytes());
+        assert_eq!(odd[idx(DataType::Float32)].as_bytes(), &2f32.to_le_bytes());
+        assert_eq!(odd[idx(DataType::Float64)].as_bytes(), &2f64.to_le_bytes());
         // half 2.0 = 0x4000, bfloat16 2.0 = 0x4000, e4m3 2.0 = 0x40, e5m2 2.0 = 0x40.
-        assert_eq!(odd[idx(DataType::Half)].as_bytes(), &[0x00, 0x40]);
+        assert_eq!(odd[idx(DataType::Float16)].as_bytes(), &[0x00, 0x40]);
         assert_eq!(odd[idx(DataType::Bfloat16)].as_bytes(), &[0x00, 0x40]);
-        assert_eq!(odd[idx(DataType::F8e4m3)].as_bytes(), &[0x40]);
-        assert_eq!(odd[idx(DataType::F8e5m2)].as_bytes(), &[0x40]);
+        assert_eq!(odd[idx(DataType::Float8e4m3)].as_bytes(), &[0x40]);
+        assert_eq!(odd[idx(DataType::Float8e5m2)].as_bytes(), &[0x40]);
         // 1.0: half 0x3c00, e4m3 0x38, e5m2 0x3c.
-        assert_eq!(even[idx(DataType::Half)].as_bytes(), &[0x00, 0x3c]);
-        assert_eq!(even[idx(DataType::F8e4m3)].as_bytes(), &[0x38]);
-        assert_eq!(even[idx(DataType::F8e5m2)].as_bytes(), &[0x3c]);
-        for (s, dt) in even.iter().zip(ALL_TYPES) {
-            assert_eq!(s.dtype(), nccl_type(dt));
+        assert_eq!(even[idx(DataType::Float16)].as_bytes(), &[0x00, 0x3c]);
+        assert_eq!(even[idx(DataType::Float8e4m3)].as_bytes(), &[0x38]);
+        assert_eq!(even[idx(DataType::Float8e5m2)].as_bytes(), &[0x3c]);
+        for (s, dt) in even.iter().zip(DataType::ALL) {
+            assert_eq!(s.dtype(), dt);
         }
     }
 }

@@ -15,7 +15,7 @@ use super::{cuda_error, nccl_error};
 use crate::nccltests::backend::{BufRef, CollCall, Poll, Ranks};
 use crate::nccltests::colls::Target;
 use crate::nccltests::errors::{TestError, TestResult};
-use crate::nccltests::types::{DataType, RedOp};
+use crate::nccltests::types::{DataType, ReduceOp};
 
 /// Everything one rank owns. Field order is drop order: graphs before the
 /// communicator they captured, the communicator (which releases its
@@ -30,7 +30,7 @@ pub(crate) struct RankState {
     regs: Vec<RegHandle>,
     send: Option<DeviceBuffer<u8>>,
     recv: Option<DeviceBuffer<u8>>,
-    /// PreMulSum scalar of this rank for each type (`ALL_TYPES` order).
+    /// PreMulSum scalar of this rank for each type (`DataType::ALL` order).
     pub(super) scalars: [Scalar; 12],
     /// The call of the coming timed loop, resolved by `Ranks::prepare`.
     prepared: Option<Prepared>,
@@ -524,12 +524,12 @@ impl Ranks for NcclRanks {
     }
 
     /// Reductions NCCL cannot do on these ranks (fp8 avg/mulsum on one rank).
-    fn check_reduction(&self, dtype: DataType, op: RedOp) -> TestResult<()> {
+    fn check_reduction(&self, dtype: DataType, op: ReduceOp) -> TestResult<()> {
         let Some(c) = self.ranks.first().and_then(|r| r.comm.as_ref()) else {
             return Ok(());
         };
-        let (dt, kind) = (enqueue::nccl_type(dtype), enqueue::reduce_op(op));
-        dt.check_reduction(kind, c.size())
+        dtype
+            .check_reduction(op, c.size())
             .map_err(|e| nccl_error("ncclAllReduce", e, self.timeout_s))
     }
 
