@@ -2,7 +2,8 @@
 # setup.sh - install what erdma-rs needs to build and test on Debian/Ubuntu.
 #
 # Installs (apt): rdma-core headers and tools (libibverbs-dev, librdmacm-dev,
-# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI; then
+# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI; NVRTC
+# with the CUDA 13 and NCCL 2.28.3 headers from NVIDIA's pip wheels; then
 # prepares the test rig with rig/setup.sh (QEMU, Debian's kernel, virtme-ng,
 # siw.ko), which owns the rig's own package list.
 # Idempotent: packages already present are skipped. Needs root (or sudo).
@@ -45,6 +46,26 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
 done
+# NVRTC and the CUDA and NCCL headers, from NVIDIA's wheels (no GPU needed): the
+# unit test that compiles all_reduce_perf's -D kernels against a real
+# nccl_device.h uses them (scripts/test.sh points it here). Optional: without
+# network the test is skipped with a warning.
+CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
+if [[ ! -f $CUDA_HDRS/.done ]]; then
+  echo "[setup] NVRTC, CUDA and NCCL headers (pip wheels) into $CUDA_HDRS" >&2
+  log=/tmp/erdma-setup-wheels.log
+  if { rm -rf "$CUDA_HDRS" && mkdir -p "$CUDA_HDRS" && python3 -m venv "$CUDA_HDRS/venv" &&
+       "$CUDA_HDRS/venv/bin/pip" download -q --no-deps --only-binary=:all: -d "$CUDA_HDRS/wheels" \
+         'nvidia-cuda-nvrtc==13.0.*' 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*' \
+         'nvidia-nccl-cu13==2.28.3' &&
+       for w in "$CUDA_HDRS"/wheels/*.whl; do python3 -m zipfile -e "$w" "$CUDA_HDRS"; done &&
+       rm -rf "$CUDA_HDRS/wheels" "$CUDA_HDRS/venv" "$CUDA_HDRS"/nvidia/nccl/lib &&
+       touch "$CUDA_HDRS/.done"; } >"$log" 2>&1; then
+    :
+  else
+    echo "[setup] warning: could not fetch the wheels (see $log); the NVRTC test will be skipped" >&2
+  fi
+fi
 if [[ $RIG == 1 ]]; then
   kver=$(rig/setup.sh --quiet) || exit 1
   echo "[setup] rig ready (kernel $kver)" >&2

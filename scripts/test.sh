@@ -18,6 +18,15 @@ export CARGO_TERM_COLOR=never OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CO
 # Open MPI in containers: no need for an rsh agent, loopback only, allow more ranks than cores.
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
+# NVRTC and headers fetched by setup.sh: the -D kernels' compile test needs them.
+CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
+if [[ -f $CUDA_HDRS/.done ]]; then
+  export ERDMA_NVRTC_LIBRARY=$CUDA_HDRS/nvidia/cu13/lib/libnvrtc.so.13
+  export NCCL_HOME=$CUDA_HDRS/nvidia/nccl CUDA_HOME=$CUDA_HDRS/nvidia/cu13 ERDMA_REQUIRE_NVRTC=1
+else
+  echo "warning: no NVRTC/CUDA/NCCL headers in $CUDA_HDRS (scripts/setup.sh fetches them): the -D compile test is skipped" >&2
+fi
+
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 T0=$SECONDS
 

@@ -1023,3 +1023,25 @@ impl Comm {
         self.settle("ncclCommDeregister", rc)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RegHandle;
+
+    /// NCCL writes a handle registered inside a group at `ncclGroupEnd`, after the
+    /// registering call returned and the handle moved into its owner: the pointer NCCL got
+    /// must still reach the handle (it once pointed into a dead stack frame).
+    #[test]
+    fn handle_written_after_the_call_reaches_the_moved_handle() {
+        let h = RegHandle::new(true);
+        let out = h.out_ptr();
+        assert!(h.as_raw().is_null(), "null until NCCL writes it");
+        let mut owner = vec![h];
+        let window = 0x7f00_dead_b000usize as *mut std::ffi::c_void;
+        // SAFETY: what NCCL does at group end: one write through the pointer it was given,
+        // which points into the heap slot the (moved) handle still owns.
+        unsafe { out.write(window) };
+        assert_eq!(owner[0].as_raw(), window);
+        assert!(owner.pop().is_some_and(|h| h.is_window()));
+    }
+}
