@@ -24,6 +24,7 @@
 
 mod device;
 mod enqueue;
+mod kernel_cache;
 mod ranks;
 
 use std::sync::{Arc, Mutex};

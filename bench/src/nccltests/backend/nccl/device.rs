@@ -18,7 +18,7 @@ use erdma::cuda::nvrtc::{self, Nvrtc, Options as NvrtcOptions};
 use erdma::cuda::{Device, Function, LaunchConfig, Module, Stream};
 use erdma::nccl::{DevComm, DevCommLayout, DevRequirements, Nccl};
 
-use super::cuda_error;
+use super::{cuda_error, kernel_cache};
 use crate::nccltests::colls::CollKind;
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::options::Options;
@@ -299,9 +299,18 @@ struct Headers {
 
 /// Compiles the kernels for `arch`.
 fn compile(arch: (u32, u32)) -> TestResult<Vec<u8>> {
+    compile_cached(arch, kernel_cache::dir().as_deref())
+}
+
+/// [`compile`] with the kernel cache in `cache` (None: no cache).
+fn compile_cached(arch: (u32, u32), cache: Option<&Path>) -> TestResult<Vec<u8>> {
     let nvrtc =
         Nvrtc::load().map_err(|e| TestError::NotImplemented(format!("-D needs NVRTC: {e}")))?;
     let headers = find_headers().map_err(TestError::NotImplemented)?;
+    let key = cache_key(nvrtc, &headers, arch);
+    if let Some(image) = cache.and_then(|d| kernel_cache::load(d, &key)) {
+        return Ok(image);
+    }
     let stage = stage_nccl_headers(&headers.nccl)?;
     let mut opts = NvrtcOptions::for_arch(arch.0, arch.1);
     opts.include_dirs.push(stage.path().to_path_buf());
@@ -313,7 +322,26 @@ fn compile(arch: (u32, u32)) -> TestResult<Vec<u8>> {
             headers.nccl.display()
         ))
     })?;
+    if let Some(d) = cache {
+        kernel_cache::store(d, &key, &out);
+    }
     Ok(out)
+}
+
+/// Everything that goes into [`compile`]: the source, the options and headers, NVRTC.
+fn cache_key(nvrtc: &Nvrtc, headers: &Headers, arch: (u32, u32)) -> kernel_cache::Key {
+    let mut key = kernel_cache::Key::new();
+    key.add(SOURCE)
+        .add(SHIM_HEADERS)
+        .add(arch)
+        .add(nvrtc.path())
+        .add(nvrtc.version().ok())
+        .add(&headers.cuda);
+    for name in ["nccl.h", "nccl_device.h", "nccl_device"] {
+        key.add(name).add_path(&headers.nccl.join(name));
+    }
+    key.add_path(&headers.cuda[0].join("cuda_runtime.h"));
+    key
 }
 
 fn compile_with(nvrtc: &Nvrtc, opts: &NvrtcOptions) -> nvrtc::Result<Vec<u8>> {
@@ -493,6 +521,13 @@ mod tests {
             Ok(h) => h,
             Err(e) => return skip(e),
         };
+        // Through the kernel cache: a miss compiles and stores, a hit returns the same image.
+        let cache = std::env::temp_dir().join(format!("erdma-kcache-test-{}", std::process::id()));
+        let built = compile_cached((9, 0), Some(&cache)).unwrap_or_else(|e| panic!("{e}"));
+        let t = std::time::Instant::now();
+        let again = compile_cached((9, 0), Some(&cache)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(built == again && t.elapsed().as_millis() < 500, "cache hit");
+        std::fs::remove_dir_all(&cache).unwrap();
         let stage = stage_nccl_headers(&headers.nccl).expect("stage");
         let mut opts = NvrtcOptions::for_arch(9, 0);
         opts.include_dirs.push(stage.path().to_path_buf());
