@@ -155,6 +155,22 @@ if [ "$ngpus" -ge 2 ]; then
 else
   check "-D 1 -R 2 on one GPU: kernels built, NCCL refuses symmetric memory" 3 "" "$AR" -b 8 -e 8 -D 1 -R 2
   grep_check "-D one-GPU hint" "hint: NCCL gives communicators symmetric memory"
+  # The kernels' data paths on one GPU anyway: the fake-devcomm hook gives them
+  # a one-rank device communicator and windows over plain device memory (the
+  # sum over one rank is a copy: every element must land, at every offset).
+  F="env ERDMA_BENCH_HOOK=fake-devcomm:0"
+  for d in 1 2; do
+    check "-D $d fake one-rank devcomm, the nine types with kernels" 5 "--rows 54 --partial" \
+      $F "$AR" $S -D "$d" -R 2 -d all -c 1 -n 5
+    grep_check "-D $d stops at bfloat16" "has no bfloat16 kernel"
+    check "-D $d fake, -u 1, the nine types" 5 "--rows 54 --partial" \
+      $F "$AR" $S -D "$d" -R 2 -u 1 -d all -c 1 -n 5
+    check "-D $d fake, 1 GiB float" 0 "--rows 1" $F "$AR" -b 1G -e 1G -D "$d" -R 2 -c 1 -n 5
+  done
+  check "-D 2 fake, odd sizes (vector tail)" 0 "--rows 5" $F "$AR" -b 1000001 -e 1000005 -i 1 -D 2 -R 2 -d int8 -c 1 -n 2
+  check "-D 1 fake, -G 10 (graphs)" 0 "--rows 6" $F "$AR" $S -D 1 -R 2 -G 10 -c 1 -n 5
+  check "-D 1 fake, -o prod: sum only" 5 "" $F "$AR" -b 8 -e 8 -D 1 -R 2 -o prod
+  grep_check "-D prod refusal" "reduce with sum only"
 fi
 check "-D 1 without NVRTC" 5 "" env ERDMA_NVRTC_LIBRARY=/nonexistent/libnvrtc.so "$AR" -b 8 -e 8 -D 1 -R 2
 grep_check "NVRTC missing message" "NVRTC (libnvrtc.so) not found"

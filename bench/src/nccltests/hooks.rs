@@ -10,6 +10,10 @@
 //! - `kill:R` - rank R's process kills itself with SIGKILL at its first
 //!   timed iteration, as a crashed node would; the others must fail with a
 //!   message, not hang.
+//! - `fake-devcomm:R` - with `-D`, rank R of a one-rank communicator runs
+//!   the device-API kernels with a device communicator and windows built
+//!   over plain device memory instead of NCCL's (which needs 2+ GPUs): the
+//!   kernels' data paths can then be checked on one GPU.
 //!
 //! Several hooks may be given, separated by commas. R is a rank of the
 //! communicator: with NCCL_TESTS_SPLIT, rank R of every communicator.
@@ -23,6 +27,8 @@ pub struct Hooks {
     pub stall: Vec<usize>,
     /// Ranks whose process dies.
     pub kill: Vec<usize>,
+    /// Ranks whose `-D` device communicator is faked.
+    pub fake_devcomm: Vec<usize>,
 }
 
 impl Hooks {
@@ -47,6 +53,7 @@ impl Hooks {
                 "corrupt" => h.corrupt.push(rank),
                 "stall" => h.stall.push(rank),
                 "kill" => h.kill.push(rank),
+                "fake-devcomm" => h.fake_devcomm.push(rank),
                 _ => {}
             }
         }
@@ -60,7 +67,8 @@ mod tests {
 
     #[test]
     fn parse_hooks() {
-        let h = Hooks::parse("corrupt:1, stall:2,kill:x,bogus:3,kill:0");
+        let h = Hooks::parse("corrupt:1, stall:2,kill:x,bogus:3,kill:0,fake-devcomm:0");
+        assert_eq!(h.fake_devcomm, vec![0]);
         assert_eq!(h.corrupt, vec![1]);
         assert_eq!(h.stall, vec![2]);
         assert_eq!(h.kill, vec![0]);

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use erdma::cuda::nvrtc::{self, Nvrtc, Options as NvrtcOptions};
-use erdma::cuda::{Device, Function, LaunchConfig, Module, Stream};
-use erdma::nccl::{DevComm, DevCommLayout, DevRequirements, Nccl};
+use erdma::cuda::{Device, DeviceBuffer, DevicePtr, Function, LaunchConfig, Module, Stream};
+use erdma::nccl::{DevCommLayout, DevRequirements, Nccl};
 
 use super::{cuda_error, kernel_cache};
 use crate::nccltests::colls::CollKind;
@@ -154,7 +154,7 @@ impl DeviceApi {
     pub(super) fn kernels(&self, device: &Device, stream: &Stream) -> TestResult<Kernels> {
         let image = self.image(device.compute_capability())?;
         let module = Module::load(device, &image).map_err(|e| cuda_error("cuModuleLoadData", e))?;
-        let layout = self.layout(&module, stream)?;
+        let (layout, window_size) = self.layout(&module, stream)?;
         let mut fns: [Option<Function>; 12] = Default::default();
         for dt in DataType::ALL {
             if let Some(name) = self.imp.kernel_name(dt) {
@@ -166,8 +166,10 @@ impl DeviceApi {
             }
         }
         Ok(Kernels {
+            module,
             fns,
             layout,
+            window_size,
             imp: self.imp,
             cfg: LaunchConfig {
                 grid: self.ctas,
@@ -187,8 +189,9 @@ impl DeviceApi {
         Ok(img)
     }
 
-    /// The layouts the module was compiled with, checked against the loaded library.
-    fn layout(&self, module: &Module, stream: &Stream) -> TestResult<DevCommLayout> {
+    /// The layouts the module was compiled with, checked against the loaded library, and
+    /// `sizeof(ncclWindow_vidmem)`.
+    fn layout(&self, module: &Module, stream: &Stream) -> TestResult<(DevCommLayout, usize)> {
         let read = |name: &str| {
             module
                 .read_global(name, stream)
@@ -198,7 +201,7 @@ impl DeviceApi {
             .chunks_exact(8)
             .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
             .collect();
-        let [header, comm_size, req_size, mm_off, bar_off] = words[..] else {
+        let [header, comm_size, req_size, mm_off, bar_off, win_size] = words[..] else {
             return Err(TestError::Internal(
                 "-D: erdma_layout has the wrong size".into(),
             ));
@@ -217,19 +220,49 @@ impl DeviceApi {
         }
         // SAFETY: the sizes, offsets and initializer come from the nccl_device.h of the
         // loaded library's own version (checked just above), compiled into this module.
-        unsafe { DevCommLayout::new(comm_size as usize, reqs, mm_off as usize, bar_off as usize) }
-            .map_err(|e| TestError::Internal(format!("-D: {e}")))
+        let layout = unsafe {
+            DevCommLayout::new(comm_size as usize, reqs, mm_off as usize, bar_off as usize)
+        }
+        .map_err(|e| TestError::Internal(format!("-D: {e}")))?;
+        Ok((layout, win_size as usize))
     }
 }
 
 /// One rank's loaded kernels.
 pub(super) struct Kernels {
+    module: Module,
     fns: [Option<Function>; 12],
     /// The device-communicator layout of the headers they were built with.
     pub(super) layout: DevCommLayout,
+    window_size: usize,
     imp: Impl,
     cfg: LaunchConfig,
 }
+
+/// The `fake-devcomm` hook's one-rank device communicator and windows (see
+/// `device_kernels.cu`), over plain device memory this value owns.
+pub(super) struct FakeDevComm {
+    _mem: DeviceBuffer<u8>,
+    devcomm: Vec<u128>,
+    /// Window over the send buffer.
+    pub send_win: *mut std::ffi::c_void,
+    /// Window over the receive buffer.
+    pub recv_win: *mut std::ffi::c_void,
+}
+
+impl FakeDevComm {
+    /// The `ncclDevComm` kernel parameter.
+    pub fn as_kernel_param(&self) -> *mut std::ffi::c_void {
+        self.devcomm.as_ptr() as *mut std::ffi::c_void
+    }
+}
+
+/// Byte offsets in a `FakeDevComm`'s memory: three windows, the communicator, then the
+/// barrier state (a one-rank barrier uses 2 words per CTA).
+const FAKE_WINDOW_SLOT: usize = 256;
+const FAKE_DEVCOMM_AT: usize = 1024;
+const FAKE_RESOURCE_AT: usize = 8192;
+const FAKE_BYTES: usize = 65536;
 
 /// The window arguments of one launch.
 pub(super) struct WindowArgs {
@@ -244,20 +277,89 @@ pub(super) struct WindowArgs {
 }
 
 impl Kernels {
+    /// The `fake-devcomm` hook: a one-rank device communicator, and windows over `send` and
+    /// `recv`, built on the GPU by the module's own helpers (so in its layout).
+    pub(super) fn fake_one_rank(
+        &self,
+        device: &Device,
+        stream: &Stream,
+        send: DevicePtr,
+        recv: DevicePtr,
+    ) -> TestResult<FakeDevComm> {
+        let size = self.layout.comm_size();
+        if self.window_size > FAKE_WINDOW_SLOT || FAKE_DEVCOMM_AT + size > FAKE_RESOURCE_AT {
+            return Err(TestError::Internal(
+                "fake-devcomm: structures too large".into(),
+            ));
+        }
+        let err = |call: &'static str| move |e| cuda_error(call, e);
+        let mem =
+            DeviceBuffer::<u8>::zeroed(device, FAKE_BYTES, stream).map_err(err("cudaMalloc"))?;
+        let at = |off: usize| mem.device_ptr().byte_add(off).0;
+        let one = LaunchConfig {
+            grid: 1,
+            block: 1,
+            shared_bytes: 0,
+        };
+        let window = self
+            .module
+            .function("erdma_fake_window")
+            .map_err(err("cuModuleGetFunction"))?;
+        for (slot, base) in [(0, send.0), (1, recv.0), (2, at(FAKE_RESOURCE_AT))] {
+            let (mut w, mut b) = (at(slot * FAKE_WINDOW_SLOT), base);
+            let mut params = [(&raw mut w).cast(), (&raw mut b).cast()];
+            // SAFETY: erdma_fake_window(ncclWindow_vidmem*, char*): the window slot lies in
+            // `mem` (window_size <= FAKE_WINDOW_SLOT, checked), which outlives the
+            // synchronization below.
+            unsafe { window.launch(one, stream, &mut params) }.map_err(err("cudaLaunchKernel"))?;
+        }
+        let fill = self
+            .module
+            .function("erdma_fake_devcomm")
+            .map_err(err("cuModuleGetFunction"))?;
+        let (mut c, mut r, mut n) = (
+            at(FAKE_DEVCOMM_AT),
+            at(2 * FAKE_WINDOW_SLOT),
+            self.cfg.grid as i32,
+        );
+        let mut params = [
+            (&raw mut c).cast(),
+            (&raw mut r).cast(),
+            (&raw mut n).cast(),
+        ];
+        // SAFETY: erdma_fake_devcomm(ncclDevComm*, ncclWindow_vidmem*, int): both lie in `mem`
+        // (sizes checked above).
+        unsafe { fill.launch(one, stream, &mut params) }.map_err(err("cudaLaunchKernel"))?;
+        let mut devcomm = vec![0u128; size.div_ceil(16)];
+        // SAFETY: the destination holds at least `size` bytes; the source lies in `mem`; the
+        // copy waits for the kernels before it on the stream.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(devcomm.as_mut_ptr().cast::<u8>(), size) };
+        // SAFETY: as above.
+        unsafe { erdma::cuda::copy_dtoh_raw(bytes, DevicePtr(at(FAKE_DEVCOMM_AT)), stream) }
+            .map_err(err("cudaMemcpy"))?;
+        Ok(FakeDevComm {
+            send_win: at(0) as *mut std::ffi::c_void,
+            recv_win: at(FAKE_WINDOW_SLOT) as *mut std::ffi::c_void,
+            _mem: mem,
+            devcomm,
+        })
+    }
+
     /// Launches the all_reduce kernel for `dt` on `stream`, as nccl-tests'
     /// `testLaunchDeviceKernel`: `-V` CTAs of 512 threads.
     ///
     /// # Safety
-    /// The windows must be this rank's registered send/receive windows of the communicator
-    /// `dev` belongs to, holding `count` elements of `dt` past their offsets, and must stay
-    /// registered until the kernel completes.
+    /// The windows must be this rank's send/receive windows of the device communicator at
+    /// `devcomm` (sizeof(ncclDevComm) bytes in this module's layout), holding `count`
+    /// elements of `dt` past their offsets, and must stay valid until the kernel completes.
     pub(super) unsafe fn launch(
         &self,
         dt: DataType,
         w: &WindowArgs,
         count: usize,
         root: i32,
-        dev: &DevComm,
+        devcomm: *mut std::ffi::c_void,
         stream: &Stream,
     ) -> TestResult<()> {
         let Some(f) = &self.fns[dt.raw() as usize] else {
@@ -277,12 +379,12 @@ impl Kernels {
             (&raw mut roff).cast(),
             (&raw mut count).cast(),
             (&raw mut root).cast(),
-            dev.as_kernel_param(),
+            devcomm,
         ];
         // SAFETY: the seven pointers match the kernels' signature (ncclWindow_t, size_t,
-        // ncclWindow_t, size_t, size_t, int, ncclDevComm by value: `dev` holds
-        // sizeof(ncclDevComm) bytes of the module's own layout); the caller guarantees the
-        // windows.
+        // ncclWindow_t, size_t, size_t, int, ncclDevComm by value); the caller guarantees
+        // the windows and that `devcomm` addresses sizeof(ncclDevComm) bytes of the module's
+        // own layout.
         unsafe { f.launch(self.cfg, stream, &mut params) }
             .map_err(|e| cuda_error("cudaLaunchKernel", e))
     }

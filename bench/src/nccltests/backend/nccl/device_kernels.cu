@@ -278,11 +278,12 @@ ENTRY(ar_mm_vec_f32, multimemVector)
 
 // What the host must know of this NCCL's device-API structures, read from the
 // loaded module by device.rs: the header's NCCL version, sizeof(ncclDevComm),
-// sizeof(ncclDevCommRequirements) and the offsets of the two fields set.
-extern "C" __device__ unsigned long long erdma_layout[5] = {
+// sizeof(ncclDevCommRequirements), the offsets of the two fields set, and
+// sizeof(ncclWindow_vidmem).
+extern "C" __device__ unsigned long long erdma_layout[6] = {
     NCCL_VERSION_CODE, sizeof(ncclDevComm), sizeof(ncclDevCommRequirements),
     offsetof(ncclDevCommRequirements, lsaMultimem),
-    offsetof(ncclDevCommRequirements, lsaBarrierCount)};
+    offsetof(ncclDevCommRequirements, lsaBarrierCount), sizeof(ncclWindow_vidmem)};
 // An initialized ncclDevCommRequirements (NCCL 2.29 adds an initializer with
 // a magic and a version; 2.28 zero-initializes).
 #ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER
@@ -290,3 +291,25 @@ extern "C" __device__ ncclDevCommRequirements erdma_requirements = NCCL_DEV_COMM
 #else
 extern "C" __device__ ncclDevCommRequirements erdma_requirements = {};
 #endif
+
+// The `fake-devcomm` test hook (hooks.rs): a one-rank device communicator and
+// windows over plain device memory, so that the kernels above run where NCCL
+// has no symmetric memory (one GPU). Only what they and a one-rank LSA barrier
+// read is set: ranks, the LSA team, the barrier handle and its state buffer.
+extern "C" __global__ void erdma_fake_window(ncclWindow_vidmem* w, char* base) {
+  *w = ncclWindow_vidmem{};
+  w->lsaFlatBase = base;
+}
+
+extern "C" __global__ void erdma_fake_devcomm(ncclDevComm* c, ncclWindow_vidmem* resource, int nBarriers) {
+  *c = ncclDevComm{};
+  c->rank = 0;
+  c->nRanks = 1;
+  c->lsaRank = 0;
+  c->lsaSize = 1;
+  c->nRanks_rcp32 = c->lsaSize_rcp32 = nccl::utility::idivRcp32(1);
+  c->resourceWindow = resource;
+  c->resourceWindow_inlined = *resource;
+  c->lsaBarrier.bufHandle = 0;
+  c->lsaBarrier.nBarriers = nBarriers;
+}

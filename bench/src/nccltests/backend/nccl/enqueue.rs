@@ -57,12 +57,16 @@ unsafe fn device_all_reduce(r: &RankState, dev: &DevState, call: &CollCall) -> T
             call.op.name()
         )));
     }
-    let Some(dc) = dev.comm.as_ref() else {
-        return Err(TestError::comm(
-            "NCCL",
-            "ncclDevComm",
-            "the device communicator was destroyed",
-        ));
+    let devcomm = match (&dev.fake, &dev.comm) {
+        (Some(f), _) => f.as_kernel_param(),
+        (None, Some(dc)) => dc.as_kernel_param(),
+        (None, None) => {
+            return Err(TestError::comm(
+                "NCCL",
+                "ncclDevComm",
+                "the device communicator was destroyed",
+            ));
+        }
     };
     let send_win = if call.send.buf == Target::Recv {
         dev.recv_win
@@ -80,7 +84,7 @@ unsafe fn device_all_reduce(r: &RankState, dev: &DevState, call: &CollCall) -> T
     // `finish`, after every launch has completed.
     unsafe {
         dev.kernels
-            .launch(call.dtype, &w, call.count, call.root, dc, &r.stream)
+            .launch(call.dtype, &w, call.count, call.root, devcomm, &r.stream)
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use erdma::nccl::{Comm, DevComm, Group, Nccl, RegHandle, Scalar};
 
-use super::device::{DeviceApi, Kernels};
+use super::device::{DeviceApi, FakeDevComm, Kernels};
 use super::enqueue::{self, scalars_for_rank};
 use super::{cuda_error, nccl_error};
 use crate::nccltests::backend::{BufRef, CollCall, Poll, Ranks};
@@ -43,6 +43,8 @@ pub(super) struct DevState {
     pub(super) kernels: Kernels,
     /// Taken by `finish` for `ncclDevCommDestroy`.
     pub(super) comm: Option<DevComm>,
+    /// The `fake-devcomm` hook's communicator and windows, used instead.
+    pub(super) fake: Option<FakeDevComm>,
     /// The send and receive windows (`ncclWindow_t`), registered by `-R 2`.
     pub(super) send_win: *mut std::ffi::c_void,
     pub(super) recv_win: *mut std::ffi::c_void,
@@ -262,8 +264,18 @@ impl Ranks for NcclRanks {
             return Ok(());
         };
         let timeout_s = self.timeout_s;
+        let hooks = crate::nccltests::hooks::Hooks::from_env();
+        let send_at = BufRef {
+            buf: Target::Send,
+            offset: 0,
+        };
+        let recv_at = BufRef {
+            buf: Target::Recv,
+            offset: 0,
+        };
         for r in &mut self.ranks {
             let comm = r.comm()?;
+            let fake = hooks.fake_devcomm.contains(&comm.rank());
             let wins: Vec<_> = r
                 .regs
                 .iter()
@@ -287,6 +299,18 @@ impl Ranks for NcclRanks {
                 )));
             }
             let kernels = api.kernels(&r.device, &r.stream)?;
+            if fake && comm.size() == 1 {
+                let (send, recv) = (r.range(send_at, 0)?, r.range(recv_at, 0)?);
+                let f = kernels.fake_one_rank(&r.device, &r.stream, send, recv)?;
+                r.dev = Some(DevState {
+                    kernels,
+                    comm: None,
+                    send_win: f.send_win,
+                    recv_win: f.recv_win,
+                    fake: Some(f),
+                });
+                continue;
+            }
             let dc = comm
                 .dev_comm_create(&kernels.layout, &api.requirements())
                 .map_err(|e| match nccl_error("ncclDevCommCreate", e, timeout_s) {
@@ -302,6 +326,7 @@ impl Ranks for NcclRanks {
                 comm: Some(dc),
                 send_win,
                 recv_win,
+                fake: None,
             });
         }
         Ok(())
