@@ -116,6 +116,7 @@ def cmd_check(a):
             if not ok:
                 problems.append(f"#wrong {w} at {r['size']} {r['type']} {r['redop']} {p}")
                 break
+    avg = None
     if not a.partial:
         oob, avg = footer(text)
         if oob != (0, "OK"):

@@ -78,6 +78,16 @@ __device__ __forceinline__ uint4 add(uint4 a, uint4 b) {
 
 template <typename T> __device__ __forceinline__ T zero() { return T{}; }
 
+// Elements to take one at a time before `soff` reaches a V boundary; all of
+// them (no vectors) when the receive side is out of phase with the send side
+// or the offsets are not whole elements.
+template <typename T, typename V>
+__device__ __forceinline__ size_t vectorHead(size_t soff, size_t roff, size_t count) {
+  if (soff % sizeof(T) != 0 || soff % sizeof(V) != roff % sizeof(V)) return count;
+  const size_t head = (sizeof(V) - soff % sizeof(V)) % sizeof(V) / sizeof(T);
+  return head < count ? head : count;
+}
+
 // Where this thread starts and how far the grid strides: ranks interleave
 // their CTAs so that every rank works on a different slice.
 struct Grid {
@@ -124,8 +134,10 @@ __device__ void lsaVector(ncclWindow_t send, size_t soff, ncclWindow_t recv, siz
   const Grid g(c);
   const int nRanks = c.nRanks;
   // Leading elements before the first vector boundary go one at a time,
-  // then whole vectors, then the trailing elements.
-  const size_t head = (soff % sizeof(V)) / sizeof(T);
+  // then whole vectors, then the trailing elements. (nccl-tests computes the
+  // head as (soff % sizeof(V)) / sizeof(T), which is right only for offset
+  // 0, all it ever passes; -u passes others.)
+  const size_t head = vectorHead<T, V>(soff, roff, count);
   const size_t nvec = (count - head) / kLanes;
   const size_t tail = (count - head) % kLanes;
   const size_t vsoff = soff + head * sizeof(T), vroff = roff + head * sizeof(T);
@@ -225,7 +237,7 @@ __device__ void multimemVector(ncclWindow_t send, size_t soff, ncclWindow_t recv
   bar.sync(ncclCoopCta(), cuda::memory_order_acquire);
 
   const Grid g(c);
-  const size_t head = (soff % sizeof(float4)) / sizeof(float);
+  const size_t head = vectorHead<float, float4>(soff, roff, count);
   const size_t nvec = (count - head) / kLanes;
   const size_t tail = (count - head) % kLanes;
   float* s = (float*)ncclGetLsaMultimemPointer(send, soff, c);
