@@ -20,9 +20,10 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechan
 
 # NVRTC and headers fetched by setup.sh: the -D kernels' compile test needs them.
 CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
-if [[ -f $CUDA_HDRS/.done ]]; then
+if [[ -f $CUDA_HDRS/.done-v2 ]]; then
   export ERDMA_NVRTC_LIBRARY=$CUDA_HDRS/nvidia/cu13/lib/libnvrtc.so.13
   export NCCL_HOME=$CUDA_HDRS/nvidia/nccl CUDA_HOME=$CUDA_HDRS/nvidia/cu13 ERDMA_REQUIRE_NVRTC=1
+  export ERDMA_TEST_NCCL_HOMES=$CUDA_HDRS/nvidia/nccl:$CUDA_HDRS/nccl-2.28.9/nvidia/nccl
 else
   echo "warning: no NVRTC/CUDA/NCCL headers in $CUDA_HDRS (scripts/setup.sh fetches them): the -D compile test is skipped" >&2
 fi

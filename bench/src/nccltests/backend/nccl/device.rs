@@ -33,10 +33,23 @@ const THREADS: u32 = 512;
 /// Headers NVRTC lacks and nccl.h/nccl_device.h include; given in memory so that no host
 /// system include directory (glibc's) is on NVRTC's path. `limits.h` only feeds a macro
 /// nccl.h defines and this code never expands.
-const SHIM_HEADERS: [(&str, &str); 3] = [
+const SHIM_HEADERS: [(&str, &str); 4] = [
     ("limits.h", "#pragma once\n"),
     ("stdint.h", "#pragma once\n#include <cuda/std/cstdint>\n"),
     ("stdbool.h", "#pragma once\n"),
+    // cuda.h (included by NCCL >= 2.28.7's headers) includes it for size_t, which NVRTC
+    // has built in.
+    ("stdlib.h", "#pragma once\n"),
+];
+
+/// NVRTC options beyond the architecture and include directories: unannotated
+/// declarations are device ones (the headers' host API), and NCCL >= 2.28.7's GPU-initiated
+/// networking backends (device code only, no layout; host headers NVRTC lacks) are left
+/// out.
+const EXTRA_OPTIONS: [&str; 3] = [
+    "-default-device",
+    "-DNCCL_GIN_PROXY_ENABLE=0",
+    "-DNCCL_GIN_GDAKI_ENABLE=0",
 ];
 
 /// The kernel family of `-D`.
@@ -401,23 +414,24 @@ struct Headers {
 
 /// Compiles the kernels for `arch`.
 fn compile(arch: (u32, u32)) -> TestResult<Vec<u8>> {
-    compile_cached(arch, kernel_cache::dir().as_deref())
+    let headers = find_headers(nccl_home_env()).map_err(TestError::NotImplemented)?;
+    compile_cached(arch, &headers, kernel_cache::dir().as_deref())
 }
 
-/// [`compile`] with the kernel cache in `cache` (None: no cache).
-fn compile_cached(arch: (u32, u32), cache: Option<&Path>) -> TestResult<Vec<u8>> {
+/// [`compile`] against `headers`, with the kernel cache in `cache` (None: no cache).
+fn compile_cached(
+    arch: (u32, u32),
+    headers: &Headers,
+    cache: Option<&Path>,
+) -> TestResult<Vec<u8>> {
     let nvrtc =
         Nvrtc::load().map_err(|e| TestError::NotImplemented(format!("-D needs NVRTC: {e}")))?;
-    let headers = find_headers().map_err(TestError::NotImplemented)?;
-    let key = cache_key(nvrtc, &headers, arch);
+    let key = cache_key(nvrtc, headers, arch);
     if let Some(image) = cache.and_then(|d| kernel_cache::load(d, &key)) {
         return Ok(image);
     }
     let stage = stage_nccl_headers(&headers.nccl)?;
-    let mut opts = NvrtcOptions::for_arch(arch.0, arch.1);
-    opts.include_dirs.push(stage.path().to_path_buf());
-    opts.include_dirs.extend(headers.cuda.iter().cloned());
-    opts.extra.push("-default-device".into());
+    let opts = options(arch, &stage, headers);
     let out = compile_with(nvrtc, &opts).map_err(|e| {
         TestError::NotImplemented(format!(
             "-D kernels do not build against {}/nccl_device.h: {e}",
@@ -430,11 +444,21 @@ fn compile_cached(arch: (u32, u32), cache: Option<&Path>) -> TestResult<Vec<u8>>
     Ok(out)
 }
 
+/// The NVRTC options for `arch` with NCCL's headers staged in `stage`.
+fn options(arch: (u32, u32), stage: &Stage, headers: &Headers) -> NvrtcOptions {
+    let mut opts = NvrtcOptions::for_arch(arch.0, arch.1);
+    opts.include_dirs.push(stage.path().to_path_buf());
+    opts.include_dirs.extend(headers.cuda.iter().cloned());
+    opts.extra.extend(EXTRA_OPTIONS.map(String::from));
+    opts
+}
+
 /// Everything that goes into [`compile`]: the source, the options and headers, NVRTC.
 fn cache_key(nvrtc: &Nvrtc, headers: &Headers, arch: (u32, u32)) -> kernel_cache::Key {
     let mut key = kernel_cache::Key::new();
     key.add(SOURCE)
         .add(SHIM_HEADERS)
+        .add(EXTRA_OPTIONS)
         .add(arch)
         .add(nvrtc.path())
         .add(nvrtc.version().ok())
@@ -493,16 +517,19 @@ fn stage_nccl_headers(dir: &Path) -> TestResult<Stage> {
     Ok(stage)
 }
 
-/// NCCL's include directory: `$NCCL_HOME/include`, then next to the loaded libnccl
+/// `$NCCL_HOME`, when set.
+fn nccl_home_env() -> Option<PathBuf> {
+    std::env::var_os("NCCL_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// NCCL's include directory: `nccl_home/include`, then next to the loaded libnccl
 /// (`lib/../include`, `lib/x86_64-linux-gnu/../../include`), then /usr/include,
 /// /usr/local/include; the first holding nccl_device.h. CUDA's: the first of
 /// `nvrtc::cuda_roots()` holding include/cuda_runtime.h, with its CCCL directory.
-fn find_headers() -> Result<Headers, String> {
-    let mut nccl_dirs: Vec<PathBuf> = std::env::var_os("NCCL_HOME")
-        .filter(|v| !v.is_empty())
-        .map(|h| PathBuf::from(h).join("include"))
-        .into_iter()
-        .collect();
+fn find_headers(nccl_home: Option<PathBuf>) -> Result<Headers, String> {
+    let mut nccl_dirs: Vec<PathBuf> = nccl_home.map(|h| h.join("include")).into_iter().collect();
     if let Some(lib) = loaded_library_dir("libnccl") {
         nccl_dirs.push(lib.join("../include"));
         nccl_dirs.push(lib.join("../../include"));
@@ -606,8 +633,9 @@ mod tests {
     }
 
     /// Compiles the real kernels against real NCCL and CUDA headers when NVRTC and the
-    /// headers are installed; needs no GPU. CI installs them from NVIDIA's wheels and sets
-    /// ERDMA_REQUIRE_NVRTC=1, which turns a missing piece into a failure.
+    /// headers are installed; needs no GPU. CI installs them from NVIDIA's wheels, names
+    /// every NCCL release to build against in ERDMA_TEST_NCCL_HOMES (colon-separated) and
+    /// sets ERDMA_REQUIRE_NVRTC=1, which turns a missing piece into a failure.
     #[test]
     fn kernels_compile_with_nvrtc_against_installed_headers() {
         let required = std::env::var("ERDMA_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
@@ -615,40 +643,50 @@ mod tests {
             assert!(!required, "ERDMA_REQUIRE_NVRTC=1 but {why}");
             eprintln!("skipped: {why}");
         };
-        let nvrtc = match Nvrtc::load() {
-            Ok(n) => n,
-            Err(e) => return skip(e.to_string()),
-        };
-        let headers = match find_headers() {
-            Ok(h) => h,
-            Err(e) => return skip(e),
-        };
-        // Through the kernel cache: a miss compiles and stores, a hit returns the same image.
-        let cache = std::env::temp_dir().join(format!("erdma-kcache-test-{}", std::process::id()));
-        let built = compile_cached((9, 0), Some(&cache)).unwrap_or_else(|e| panic!("{e}"));
-        let t = std::time::Instant::now();
-        let again = compile_cached((9, 0), Some(&cache)).unwrap_or_else(|e| panic!("{e}"));
-        assert!(built == again && t.elapsed().as_millis() < 500, "cache hit");
-        std::fs::remove_dir_all(&cache).unwrap();
-        let stage = stage_nccl_headers(&headers.nccl).expect("stage");
-        let mut opts = NvrtcOptions::for_arch(9, 0);
-        opts.include_dirs.push(stage.path().to_path_buf());
-        opts.include_dirs.extend(headers.cuda.iter().cloned());
-        opts.extra.push("-default-device".into());
-        let image = compile_with(nvrtc, &opts).unwrap_or_else(|e| panic!("{e}"));
-        assert!(image.starts_with(b"\x7fELF"), "sm_90 gives a cubin");
-        for sym in [
-            "ar_lsa_f32",
-            "ar_lsa_vec_i8",
-            "ar_mm_vec_f32",
-            "erdma_layout",
-            "erdma_requirements",
-        ] {
-            assert!(
-                image.windows(sym.len()).any(|w| w == sym.as_bytes()),
-                "{sym} missing from the cubin"
-            );
+        if let Err(e) = Nvrtc::load() {
+            return skip(e.to_string());
         }
-        drop(stage);
+        let homes: Vec<Option<PathBuf>> = match std::env::var("ERDMA_TEST_NCCL_HOMES") {
+            Ok(v) if !v.is_empty() => v.split(':').map(|h| Some(PathBuf::from(h))).collect(),
+            _ => vec![nccl_home_env()],
+        };
+        for home in homes {
+            let headers = match find_headers(home.clone()) {
+                Ok(h) => h,
+                Err(e) => return skip(e),
+            };
+            if let Some(h) = &home {
+                assert!(
+                    headers
+                        .nccl
+                        .starts_with(h.canonicalize().unwrap_or(h.clone())),
+                    "{h:?}"
+                );
+            }
+            // Through the kernel cache: a miss compiles and stores, a hit returns the same.
+            let cache =
+                std::env::temp_dir().join(format!("erdma-kcache-test-{}", std::process::id()));
+            let image = compile_cached((9, 0), &headers, Some(&cache))
+                .unwrap_or_else(|e| panic!("{}: {e}", headers.nccl.display()));
+            assert!(image.starts_with(b"\x7fELF"), "sm_90 gives a cubin");
+            for sym in [
+                "ar_lsa_f32",
+                "ar_lsa_vec_i8",
+                "ar_mm_vec_f32",
+                "erdma_layout",
+                "erdma_fake_devcomm",
+            ] {
+                assert!(
+                    image.windows(sym.len()).any(|w| w == sym.as_bytes()),
+                    "{sym} missing from the cubin built against {}",
+                    headers.nccl.display()
+                );
+            }
+            let t = std::time::Instant::now();
+            let again =
+                compile_cached((9, 0), &headers, Some(&cache)).unwrap_or_else(|e| panic!("{e}"));
+            assert!(image == again && t.elapsed().as_millis() < 500, "cache hit");
+            std::fs::remove_dir_all(&cache).unwrap();
+        }
     }
 }
