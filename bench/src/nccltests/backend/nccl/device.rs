@@ -623,7 +623,7 @@ mod tests {
                 if let Some(name) = imp.kernel_name(dt) {
                     let (kind, suffix) = name.rsplit_once('_').unwrap();
                     let entry = match kind {
-                        "ar_lsa" | "ar_lsa_vec" => format!("LSA_TYPE({suffix},"),
+                        "ar_lsa" | "ar_lsa_vec" => format!("_TYPE({suffix},"),
                         _ => format!("ENTRY({name},"),
                     };
                     assert!(SOURCE.contains(&entry), "{name}: {entry} missing");

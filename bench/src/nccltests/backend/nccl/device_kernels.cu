@@ -146,9 +146,26 @@ __device__ void lsaVector(ncclWindow_t send, size_t soff, ncclWindow_t recv, siz
   const int lane = (g.tid / kWarp) * kWarp * kUnroll + g.tid % kWarp;
 
   if (head > 0) lsaScalar<T>(send, soff, recv, roff, 0, head, g, nRanks);
-  for (int chunk = 0; chunk <= chunks; chunk++) {
-    const bool last = chunk == chunks;  // the partial chunk checks bounds
+  // Whole chunks without bounds checks, then the partial chunk with them (one
+  // loop for both costs registers and a stack spill).
+  for (int chunk = 0; chunk < chunks; chunk++) {
     const size_t base = (size_t)chunk * g.nthreads * kUnroll + lane;
+    V v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) v[u] = zero<V>();
+    for (int p = 0; p < nRanks; p++) {
+      const V* src = peer<V>(send, vsoff, p);
+#pragma unroll
+      for (int u = 0; u < kUnroll; u++) v[u] = add(v[u], src[base + u * kWarp]);
+    }
+    for (int p = 0; p < nRanks; p++) {
+      V* dst = peer<V>(recv, vroff, p);
+#pragma unroll
+      for (int u = 0; u < kUnroll; u++) dst[base + u * kWarp] = v[u];
+    }
+  }
+  {
+    const size_t base = (size_t)chunks * g.nthreads * kUnroll + lane;
     V v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) v[u] = zero<V>();
@@ -157,7 +174,7 @@ __device__ void lsaVector(ncclWindow_t send, size_t soff, ncclWindow_t recv, siz
 #pragma unroll
       for (int u = 0; u < kUnroll; u++) {
         const size_t i = base + u * kWarp;
-        if (!last || i < nvec) v[u] = add(v[u], src[i]);
+        if (i < nvec) v[u] = add(v[u], src[i]);
       }
     }
     for (int p = 0; p < nRanks; p++) {
@@ -165,7 +182,7 @@ __device__ void lsaVector(ncclWindow_t send, size_t soff, ncclWindow_t recv, siz
 #pragma unroll
       for (int u = 0; u < kUnroll; u++) {
         const size_t i = base + u * kWarp;
-        if (!last || i < nvec) dst[i] = v[u];
+        if (i < nvec) dst[i] = v[u];
       }
     }
   }
@@ -248,19 +265,26 @@ __device__ void multimemVector(ncclWindow_t send, size_t soff, ncclWindow_t recv
   const int lane = (g.tid / kWarp) * kWarp * kUnroll + g.tid % kWarp;
 
   if (head > 0) mmScalar<float>(s, r, 0, head, g);
-  for (int chunk = 0; chunk <= chunks; chunk++) {
-    const bool last = chunk == chunks;
+  for (int chunk = 0; chunk < chunks; chunk++) {
     const size_t base = (size_t)chunk * g.nthreads * kUnroll + lane;
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) v[u] = mmSum<float4>(sv + base + u * kWarp);
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) mmStore<float4>(rv + base + u * kWarp, v[u]);
+  }
+  {
+    const size_t base = (size_t)chunks * g.nthreads * kUnroll + lane;
     float4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const size_t i = base + u * kWarp;
-      if (!last || i < nvec) v[u] = mmSum<float4>(sv + i);
+      if (i < nvec) v[u] = mmSum<float4>(sv + i);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; u++) {
       const size_t i = base + u * kWarp;
-      if (!last || i < nvec) mmStore<float4>(rv + i, v[u]);
+      if (i < nvec) mmStore<float4>(rv + i, v[u]);
     }
   }
   if (tail > 0) mmScalar<float>(s, r, head + nvec * kLanes, head + nvec * kLanes + tail, g);
@@ -270,13 +294,22 @@ __device__ void multimemVector(ncclWindow_t send, size_t soff, ncclWindow_t recv
 }  // namespace
 
 #define ARGS ncclWindow_t send, size_t soff, ncclWindow_t recv, size_t roff, size_t count, int root, ncclDevComm comm
-#define ENTRY(name, body) extern "C" __global__ void __launch_bounds__(512) name(ARGS) { body(send, soff, recv, roff, count, comm); }
+#define ENTRY(name, body) extern "C" __global__ void name(ARGS) { body(send, soff, recv, roff, count, comm); }
+// Vectors of 1-byte types unroll to 32 char4 per thread: unbounded they need
+// 173 registers, more than a 512-thread CTA may have (nccl-tests' own int8
+// kernel needs 252 and cannot launch); bounded they fit, spilling a little.
+// Only these get the bound: it changes the others' register allocation, and
+// they are meant to compile as nccl-tests' do.
+#define ENTRY_512(name, body) extern "C" __global__ void __launch_bounds__(512) name(ARGS) { body(send, soff, recv, roff, count, comm); }
 #define LSA_TYPE(suffix, T) \
   ENTRY(ar_lsa_##suffix, lsa<T>) \
   ENTRY(ar_lsa_vec_##suffix, lsaVector<T>)
+#define LSA_BYTE_TYPE(suffix, T) \
+  ENTRY(ar_lsa_##suffix, lsa<T>) \
+  ENTRY_512(ar_lsa_vec_##suffix, lsaVector<T>)
 
-LSA_TYPE(i8, int8_t)
-LSA_TYPE(u8, uint8_t)
+LSA_BYTE_TYPE(i8, int8_t)
+LSA_BYTE_TYPE(u8, uint8_t)
 LSA_TYPE(i32, int32_t)
 LSA_TYPE(u32, uint32_t)
 LSA_TYPE(i64, int64_t)
