@@ -501,6 +501,71 @@ mod tests {
         assert_eq!(cuda_dir_version(Path::new("/usr/local/cuda")), (0, 0));
     }
 
+    /// NVRTC itself, when installed (CI installs it and sets ERDMA_REQUIRE_NVRTC=1).
+    fn nvrtc_or_skip() -> Option<&'static Nvrtc> {
+        match Nvrtc::load() {
+            Ok(n) => Some(n),
+            Err(e) => {
+                let required = std::env::var("ERDMA_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+                assert!(!required, "ERDMA_REQUIRE_NVRTC=1 but {e}");
+                eprintln!("skipped: {e}");
+                None
+            }
+        }
+    }
+
+    const KERNEL: &str = r#"extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2; }"#;
+
+    #[test]
+    fn compiles_a_cubin_for_a_known_gpu_and_ptx_for_a_newer_one() {
+        let Some(nvrtc) = nvrtc_or_skip() else { return };
+        assert!(nvrtc.version().is_ok_and(|(major, _)| major >= 11));
+        let cubin = nvrtc
+            .compile(KERNEL, "twice.cu", &[], &Options::for_arch(9, 0))
+            .unwrap();
+        assert!(!cubin.is_ptx && cubin.image.starts_with(b"\x7fELF"));
+        // A GPU newer than this NVRTC: PTX for the newest architecture it knows, which the
+        // driver compiles at load time.
+        let ptx = nvrtc
+            .compile(KERNEL, "twice.cu", &[], &Options::for_arch(99, 9))
+            .unwrap();
+        assert!(ptx.is_ptx);
+        let text = String::from_utf8_lossy(&ptx.image);
+        assert!(
+            text.contains(".entry twice") && text.contains(".target sm_"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn in_memory_headers_are_found_and_errors_name_the_line() {
+        let Some(nvrtc) = nvrtc_or_skip() else { return };
+        let src = "#include <scale.h>\nextern \"C\" __global__ void k(float* x) { x[0] *= SCALE; }";
+        let opts = Options::for_arch(9, 0);
+        let ok = nvrtc.compile(src, "k.cu", &[("scale.h", "#define SCALE 3.0f\n")], &opts);
+        assert!(ok.is_ok(), "{ok:?}");
+        let err = nvrtc.compile(
+            "__global__ void k() { undefined_name; }",
+            "bad.cu",
+            &[],
+            &opts,
+        );
+        match err {
+            Err(NvrtcError::Compile {
+                name,
+                first_error,
+                log,
+            }) => {
+                assert_eq!(name, "bad.cu");
+                assert!(
+                    first_error.contains("bad.cu(1)") && first_error.contains("undefined_name")
+                );
+                assert!(log.contains("error"));
+            }
+            other => panic!("expected a compile error, got {other:?}"),
+        }
+    }
+
     #[test]
     fn compile_error_names_the_first_error() {
         let e = NvrtcError::Compile {
