@@ -421,3 +421,33 @@ fn too_few_devices_and_invalid_root() {
     assert!(stdout(&o).contains("nRanks 3 is not a power of 2, skipping"));
     assert!(stdout(&o).contains("# Avg bus bandwidth    : -nan \n"));
 }
+
+/// `-D` runs GPU kernels: with a host backend it is refused (exit 5), never
+/// silently replaced by a host reduction.
+#[test]
+fn device_implementation_needs_the_nccl_backend() {
+    for backend in ["host", "mpi"] {
+        let o = run(
+            "all_reduce_perf",
+            &[
+                "--backend",
+                backend,
+                "-D",
+                "1",
+                "-R",
+                "2",
+                "-b",
+                "8",
+                "-e",
+                "8",
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(5), "{backend}: {}", stdout(&o));
+        let all = format!("{}{}", stdout(&o), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            all.contains("-D 1 (NCCL device-API kernels) needs --backend nccl"),
+            "{all}"
+        );
+    }
+}

@@ -262,6 +262,14 @@ pub fn create(
     boot: &Arc<dyn Bootstrap>,
     split: Option<i32>,
 ) -> TestResult<Arc<dyn Backend>> {
+    if o.device_impl > 0 && o.backend != BackendKind::Nccl {
+        // The host backends have no GPU kernels: running them anyway would report host
+        // reductions as the device implementation's.
+        return Err(super::errors::TestError::NotImplemented(format!(
+            "-D {} (NCCL device-API kernels) needs --backend nccl",
+            o.device_impl
+        )));
+    }
     match o.backend {
         BackendKind::Nccl => nccl::create(o, kind),
         BackendKind::Host => Ok(Arc::new(host::HostBackend::new(boot, o, split)?)),
