@@ -253,15 +253,14 @@ pub(super) struct Kernels {
 }
 
 /// The `fake-devcomm` hook's one-rank device communicator and windows (see
-/// `device_kernels.cu`), over plain device memory this value owns.
+/// `device_kernels.cu`), in plain device memory this value owns.
 pub(super) struct FakeDevComm {
     _mem: DeviceBuffer<u8>,
     devcomm: Vec<u128>,
-    /// Window over the send buffer.
-    pub send_win: *mut std::ffi::c_void,
-    /// Window over the receive buffer.
-    pub recv_win: *mut std::ffi::c_void,
 }
+
+/// The send and receive windows (`ncclWindow_t`) of a rank.
+pub(super) type Windows = (*mut std::ffi::c_void, *mut std::ffi::c_void);
 
 impl FakeDevComm {
     /// The `ncclDevComm` kernel parameter.
@@ -291,14 +290,15 @@ pub(super) struct WindowArgs {
 
 impl Kernels {
     /// The `fake-devcomm` hook: a one-rank device communicator, and windows over `send` and
-    /// `recv`, built on the GPU by the module's own helpers (so in its layout).
+    /// `recv` (returned, valid while the communicator lives), built on the GPU by the
+    /// module's own helpers (so in its layout).
     pub(super) fn fake_one_rank(
         &self,
         device: &Device,
         stream: &Stream,
         send: DevicePtr,
         recv: DevicePtr,
-    ) -> TestResult<FakeDevComm> {
+    ) -> TestResult<(FakeDevComm, Windows)> {
         let size = self.layout.comm_size();
         if self.window_size > FAKE_WINDOW_SLOT || FAKE_DEVCOMM_AT + size > FAKE_RESOURCE_AT {
             return Err(TestError::Internal(
@@ -351,12 +351,11 @@ impl Kernels {
         // SAFETY: as above.
         unsafe { erdma::cuda::copy_dtoh_raw(bytes, DevicePtr(at(FAKE_DEVCOMM_AT)), stream) }
             .map_err(err("cudaMemcpy"))?;
-        Ok(FakeDevComm {
-            send_win: at(0) as *mut std::ffi::c_void,
-            recv_win: at(FAKE_WINDOW_SLOT) as *mut std::ffi::c_void,
-            _mem: mem,
-            devcomm,
-        })
+        let windows = (
+            at(0) as *mut std::ffi::c_void,
+            at(FAKE_WINDOW_SLOT) as *mut std::ffi::c_void,
+        );
+        Ok((FakeDevComm { _mem: mem, devcomm }, windows))
     }
 
     /// Launches the all_reduce kernel for `dt` on `stream`, as nccl-tests'

@@ -45,7 +45,8 @@ pub(super) struct DevState {
     pub(super) comm: Option<DevComm>,
     /// The `fake-devcomm` hook's communicator and windows, used instead.
     pub(super) fake: Option<FakeDevComm>,
-    /// The send and receive windows (`ncclWindow_t`), registered by `-R 2`.
+    /// The send and receive windows (`ncclWindow_t`): registered by `-R 2`, or the
+    /// fake-devcomm hook's.
     pub(super) send_win: *mut std::ffi::c_void,
     pub(super) recv_win: *mut std::ffi::c_void,
 }
@@ -301,12 +302,13 @@ impl Ranks for NcclRanks {
             let kernels = api.kernels(&r.device, &r.stream)?;
             if fake && comm.size() == 1 {
                 let (send, recv) = (r.range(send_at, 0)?, r.range(recv_at, 0)?);
-                let f = kernels.fake_one_rank(&r.device, &r.stream, send, recv)?;
+                let (f, (send_win, recv_win)) =
+                    kernels.fake_one_rank(&r.device, &r.stream, send, recv)?;
                 r.dev = Some(DevState {
                     kernels,
                     comm: None,
-                    send_win: f.send_win,
-                    recv_win: f.recv_win,
+                    send_win,
+                    recv_win,
                     fake: Some(f),
                 });
                 continue;
