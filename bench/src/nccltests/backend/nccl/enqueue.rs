@@ -32,12 +32,29 @@ pub(super) fn scalars_for_rank(rank: usize) -> TestResult<[Scalar; 12]> {
     Ok(out)
 }
 
-/// Issues `call` on one rank, as nccl-tests' `startColl` + `runColl` do.
+/// Issues `call` on one rank with its buffers `shift` bytes further on, as
+/// nccl-tests' `startColl` + `runColl` do. The call itself keeps its offsets,
+/// as on the prepared path: only the pointers move (the `-D` kernels take
+/// the unshifted offsets, see `device_all_reduce`).
 #[inline]
-pub(super) fn run_coll(r: &RankState, call: &CollCall, timeout_s: i32) -> TestResult<()> {
-    let (send, recv) = resolve(r, call, 0)?;
-    // SAFETY: `resolve` checked both ranges against the rank's buffers.
-    unsafe { issue(r, call, send, recv, timeout_s) }
+pub(super) fn run_coll(
+    r: &RankState,
+    call: &CollCall,
+    shift: usize,
+    timeout_s: i32,
+) -> TestResult<()> {
+    let (send, recv) = resolve(r, call, shift)?;
+    // SAFETY: `resolve` checked both ranges, extended by `shift` bytes,
+    // against the rank's buffers.
+    unsafe {
+        issue(
+            r,
+            call,
+            send.byte_add(shift),
+            recv.byte_add(shift),
+            timeout_s,
+        )
+    }
 }
 
 /// `-D`: nccl-tests' `testLaunchDeviceKernel`. Kernels exist for sums only;

@@ -373,7 +373,7 @@ impl Ranks for NcclRanks {
 
     #[inline]
     fn enqueue(&mut self, i: usize, call: &CollCall) -> TestResult<()> {
-        enqueue::run_coll(&self.ranks[i], call, self.timeout_s)
+        enqueue::run_coll(&self.ranks[i], call, 0, self.timeout_s)
     }
 
     /// Checks every rank's call once for all shifts, so that
@@ -412,7 +412,7 @@ impl Ranks for NcclRanks {
                     )
                 }
             }
-            _ => enqueue::run_coll(r, &call.shifted(shift), self.timeout_s),
+            _ => enqueue::run_coll(r, call, shift, self.timeout_s),
         }
     }
 
