@@ -1003,11 +1003,17 @@ impl Comm {
     }
 
     /// Releases a registration made by [`Comm::register`] or [`Comm::window_register`].
+    /// A null handle is a registration NCCL skipped (before 2.20 `ncclCommRegister` registers
+    /// only with NVLink SHARP, leaves the handle null and then refuses it here): nothing to
+    /// release, so this returns `Ok` without calling NCCL.
     ///
     /// # Safety
     /// `handle` must come from this communicator.
     pub unsafe fn deregister(&self, handle: RegHandle) -> Result<()> {
         let comm = self.handle()?;
+        if handle.as_raw().is_null() {
+            return Ok(());
+        }
         if handle.window {
             let Some(f) = self.nccl.api.ncclCommWindowDeregister else {
                 return Err(NcclError::Unsupported {

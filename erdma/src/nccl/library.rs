@@ -161,6 +161,15 @@ impl Nccl {
         self.api.ncclGather.is_some() && self.api.ncclScatter.is_some()
     }
 
+    /// Whether the device API's host side exists (`ncclDevCommCreate`, `ncclDevCommDestroy`,
+    /// `ncclTeamLsa`: NCCL >= 2.28), so that [`Comm::dev_comm_create`](super::Comm::dev_comm_create)
+    /// can work.
+    pub fn has_device_api(&self) -> bool {
+        self.api.ncclDevCommCreate.is_some()
+            && self.api.ncclDevCommDestroy.is_some()
+            && self.api.ncclTeamLsa.is_some()
+    }
+
     /// `Ok` when this NCCL can run collectives of `dtype` on `device`, else
     /// [`NcclError::Unsupported`] (fp8 needs NCCL >= 2.24 and compute capability >= 9.0).
     pub fn check_type(&self, dtype: DataType, device: &Device) -> Result<()> {
