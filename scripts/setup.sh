@@ -46,30 +46,34 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
 done
-# NVRTC and the CUDA and NCCL headers, from NVIDIA's wheels (no GPU needed): the
-# unit test that compiles all_reduce_perf's -D kernels against real
-# nccl_device.h of NCCL 2.28.3 and 2.28.9 uses them (scripts/test.sh points it
-# here). Optional: without
-# network the test is skipped with a warning.
+# NVRTC, the CUDA and NCCL headers and three NCCL libraries, from NVIDIA's
+# wheels (no GPU needed): the unit test that compiles all_reduce_perf's -D
+# kernels against real nccl_device.h of NCCL 2.28.3 and 2.28.9, and the tests
+# that load NCCL 2.19.3, 2.28.3 and 2.28.9 (the oldest supported release and
+# two with the device API) use them; scripts/test.sh points them here.
+# Optional: without network those tests are skipped with a warning.
 CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
-if [[ ! -f $CUDA_HDRS/.done-v2 ]]; then
-  echo "[setup] NVRTC, CUDA and NCCL headers (pip wheels) into $CUDA_HDRS" >&2
+if [[ ! -f $CUDA_HDRS/.done-v3 ]]; then
+  echo "[setup] NVRTC, CUDA and NCCL (pip wheels) into $CUDA_HDRS" >&2
   log=/tmp/erdma-setup-wheels.log
+  # nccl_wheel VERSION PACKAGE: NCCL's wheel unpacked into nccl-VERSION.
+  nccl_wheel() {
+    "$CUDA_HDRS/venv/bin/pip" download -q --no-deps --only-binary=:all: -d "$CUDA_HDRS/wheels-$1" "$2==$1" &&
+      mkdir -p "$CUDA_HDRS/nccl-$1" &&
+      python3 -m zipfile -e "$CUDA_HDRS/wheels-$1"/*.whl "$CUDA_HDRS/nccl-$1" &&
+      rm -rf "$CUDA_HDRS/wheels-$1"
+  }
   if { rm -rf "$CUDA_HDRS" && mkdir -p "$CUDA_HDRS" && python3 -m venv "$CUDA_HDRS/venv" &&
        "$CUDA_HDRS/venv/bin/pip" download -q --no-deps --only-binary=:all: -d "$CUDA_HDRS/wheels" \
          'nvidia-cuda-nvrtc==13.0.*' 'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-cccl==13.0.*' \
          'nvidia-nccl-cu13==2.28.3' &&
-       "$CUDA_HDRS/venv/bin/pip" download -q --no-deps --only-binary=:all: -d "$CUDA_HDRS/wheels-2.28.9" \
-         'nvidia-nccl-cu13==2.28.9' &&
        for w in "$CUDA_HDRS"/wheels/*.whl; do python3 -m zipfile -e "$w" "$CUDA_HDRS"; done &&
-       mkdir -p "$CUDA_HDRS/nccl-2.28.9" &&
-       python3 -m zipfile -e "$CUDA_HDRS"/wheels-2.28.9/*.whl "$CUDA_HDRS/nccl-2.28.9" &&
-       rm -rf "$CUDA_HDRS/wheels-2.28.9" "$CUDA_HDRS"/nccl-2.28.9/nvidia/nccl/lib &&
-       rm -rf "$CUDA_HDRS/wheels" "$CUDA_HDRS/venv" "$CUDA_HDRS"/nvidia/nccl/lib &&
-       touch "$CUDA_HDRS/.done-v2"; } >"$log" 2>&1; then
+       nccl_wheel 2.28.9 nvidia-nccl-cu13 && nccl_wheel 2.19.3 nvidia-nccl-cu12 &&
+       rm -rf "$CUDA_HDRS/wheels" "$CUDA_HDRS/venv" &&
+       touch "$CUDA_HDRS/.done-v3"; } >"$log" 2>&1; then
     :
   else
-    echo "[setup] warning: could not fetch the wheels (see $log); the NVRTC test will be skipped" >&2
+    echo "[setup] warning: could not fetch the wheels (see $log); the NVRTC and NCCL-library tests will be skipped" >&2
   fi
 fi
 if [[ $RIG == 1 ]]; then

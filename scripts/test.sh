@@ -20,12 +20,14 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechan
 
 # NVRTC and headers fetched by setup.sh: the -D kernels' compile test needs them.
 CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
-if [[ -f $CUDA_HDRS/.done-v2 ]]; then
+if [[ -f $CUDA_HDRS/.done-v3 ]]; then
   export ERDMA_NVRTC_LIBRARY=$CUDA_HDRS/nvidia/cu13/lib/libnvrtc.so.13
   export NCCL_HOME=$CUDA_HDRS/nvidia/nccl CUDA_HOME=$CUDA_HDRS/nvidia/cu13 ERDMA_REQUIRE_NVRTC=1
   export ERDMA_TEST_NCCL_HOMES=$CUDA_HDRS/nvidia/nccl:$CUDA_HDRS/nccl-2.28.9/nvidia/nccl
+  # VERSION=PATH of real NCCL libraries: loaded without a GPU by the tests.
+  export ERDMA_TEST_NCCL_LIBS=2.19.3=$CUDA_HDRS/nccl-2.19.3/nvidia/nccl/lib/libnccl.so.2:2.28.3=$CUDA_HDRS/nvidia/nccl/lib/libnccl.so.2:2.28.9=$CUDA_HDRS/nccl-2.28.9/nvidia/nccl/lib/libnccl.so.2
 else
-  echo "warning: no NVRTC/CUDA/NCCL headers in $CUDA_HDRS (scripts/setup.sh fetches them): the -D compile test is skipped" >&2
+  echo "warning: no NVRTC/CUDA/NCCL wheels in $CUDA_HDRS (scripts/setup.sh fetches them): the -D compile test and the NCCL-library tests are skipped" >&2
 fi
 
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }

@@ -185,3 +185,64 @@ fn option_parsing_follows_the_loaded_nccl_version() {
         "{line}"
     );
 }
+
+/// The same with NVIDIA's real libraries (`ERDMA_TEST_NCCL_LIBS`, `VERSION=PATH`
+/// entries separated by `:`, set by scripts/test.sh): what each release lacks
+/// is refused or replaced the way nccl-tests does it, before any GPU is needed.
+#[test]
+fn option_parsing_with_real_nccl_releases() {
+    if gpu_driver_present() {
+        eprintln!("skipped: this machine has a GPU driver");
+        return;
+    }
+    let Ok(list) = std::env::var("ERDMA_TEST_NCCL_LIBS") else {
+        eprintln!("skipped: ERDMA_TEST_NCCL_LIBS is not set (scripts/test.sh sets it)");
+        return;
+    };
+    let entries: Vec<&str> = list.split(':').filter(|e| !e.is_empty()).collect();
+    assert!(!entries.is_empty(), "ERDMA_TEST_NCCL_LIBS lists no library");
+    for entry in entries {
+        let (release, path) = entry.split_once('=').expect("VERSION=PATH");
+        let v: Vec<u32> = release.split('.').map(|p| p.parse().unwrap()).collect();
+        let at_least = |minor: u32| (v[0], v[1]) >= (2, minor);
+        let env = [("ERDMA_NCCL_LIBRARY", path)];
+        let o = run(
+            "all_reduce_perf",
+            &["-d", "f8e4m3", "-R", "2", "-x", "2"],
+            &env,
+        );
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(2), "{release}: {out}");
+        assert!(
+            out.contains(": Test CUDA failure cudaGetDeviceCount '"),
+            "{release}: {out}"
+        );
+        let said = |s: &str| out.contains(s);
+        assert_eq!(
+            !said("invalid type f8e4m3, defaulting to float"),
+            at_least(24),
+            "{release}: {out}"
+        );
+        assert_eq!(
+            !said("Defaulting to local registration"),
+            at_least(27),
+            "{release}: {out}"
+        );
+        assert_eq!(
+            !said("Option -x (cta_policy) 2 is not supported before NCCL 2.28. Ignoring"),
+            at_least(28),
+            "{release}: {out}"
+        );
+        let o = run("all_reduce_perf", &["-D", "1", "-R", "2"], &env);
+        let err = String::from_utf8_lossy(&o.stderr);
+        if at_least(28) {
+            assert_eq!(o.status.code(), Some(2), "{release}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(255), "{release}: {err}");
+            assert_eq!(
+                err,
+                "Option -D (device implementation) requires NCCL >= 2.28.0\n"
+            );
+        }
+    }
+}

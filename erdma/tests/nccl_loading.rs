@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use erdma::nccl::{DEFAULT_LIBRARY_NAMES, NCCL_LIBRARY_ENV, Nccl, NcclError, Version};
+use erdma::nccl::{DEFAULT_LIBRARY_NAMES, DataType, NCCL_LIBRARY_ENV, Nccl, NcclError, Version};
 
 fn default_nccl_loadable() -> bool {
     DEFAULT_LIBRARY_NAMES.iter().any(|name| {
@@ -95,4 +95,58 @@ fn default_search_reports_both_names_or_loads_a_supported_nccl() {
         Nccl::load().map(|n| n.version()),
         Nccl::load().map(|n| n.version())
     );
+}
+
+/// Real NCCL releases, listed as `VERSION=PATH` entries separated by `:` in
+/// `ERDMA_TEST_NCCL_LIBS` (scripts/test.sh names the 2.19.3, 2.28.3 and 2.28.9 libraries of
+/// NVIDIA's wheels that scripts/setup.sh fetches). Each loads without a GPU, reports its
+/// release, and has exactly the optional entry points and data types of that release: the
+/// oldest supported NCCL works with the same binary as the newest.
+#[test]
+fn real_nccl_releases_load_with_the_features_of_their_version() {
+    let Ok(list) = std::env::var("ERDMA_TEST_NCCL_LIBS") else {
+        eprintln!("skipped: ERDMA_TEST_NCCL_LIBS is not set (scripts/test.sh sets it)");
+        return;
+    };
+    let mut seen = Vec::new();
+    for entry in list.split(':').filter(|e| !e.is_empty()) {
+        let (release, path) = entry
+            .split_once('=')
+            .expect("ERDMA_TEST_NCCL_LIBS: VERSION=PATH");
+        let want: Version = release.parse().expect("ERDMA_TEST_NCCL_LIBS: a version");
+        let nccl = Nccl::load_from(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(nccl.version(), want, "{path}");
+        assert_eq!(nccl.path(), path);
+        assert_eq!(
+            nccl.has_window_register(),
+            want >= Version::WINDOW_REGISTER,
+            "{want}"
+        );
+        assert_eq!(
+            nccl.has_native_alltoall(),
+            want >= Version::NATIVE_ALLTOALL,
+            "{want}"
+        );
+        assert_eq!(
+            nccl.has_native_gather_scatter(),
+            want >= Version::NATIVE_ALLTOALL,
+            "{want}"
+        );
+        assert_eq!(
+            nccl.has_device_api(),
+            want >= Version::new(2, 28, 0),
+            "{want}"
+        );
+        for fp8 in [DataType::Float8e4m3, DataType::Float8e5m2] {
+            let ok = fp8.check_supported(nccl.version(), (9, 0));
+            assert_eq!(ok.is_ok(), want >= Version::FP8, "{want}: {ok:?}");
+        }
+        assert!(
+            DataType::Bfloat16
+                .check_supported(nccl.version(), (9, 0))
+                .is_ok()
+        );
+        seen.push(want);
+    }
+    assert!(!seen.is_empty(), "ERDMA_TEST_NCCL_LIBS lists no library");
 }
