@@ -5,6 +5,7 @@
 //! when this machine has a GPU driver).
 
 mod nccltests_common;
+use erdma::nccl::Version;
 use nccltests_common::*;
 
 use std::path::{Path, PathBuf};
@@ -203,8 +204,8 @@ fn option_parsing_with_real_nccl_releases() {
     assert!(!entries.is_empty(), "ERDMA_TEST_NCCL_LIBS lists no library");
     for entry in entries {
         let (release, path) = entry.split_once('=').expect("VERSION=PATH");
-        let v: Vec<u32> = release.split('.').map(|p| p.parse().unwrap()).collect();
-        let at_least = |minor: u32| (v[0], v[1]) >= (2, minor);
+        let want: Version = release.parse().expect("ERDMA_TEST_NCCL_LIBS: a version");
+        let at_least = |minor: u32| want >= Version::new(2, minor, 0);
         let env = [("ERDMA_NCCL_LIBRARY", path)];
         let o = run(
             "all_reduce_perf",
