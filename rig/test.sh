@@ -38,19 +38,24 @@ hstep() {  # hstep NAME CMD...: a host-side check
 # ------------------------------------------------------------ build (host)
 echo "== build"
 if [[ $BUILD == 1 ]]; then
-  "$CARGO" build "${PROFILE[@]}" -p erdma-bench --bin devinfo -p erdma-examples --examples || exit 1
+  "$CARGO" build "${PROFILE[@]}" -p erdma-bench --bins -p erdma-examples --examples || exit 1
 fi
-bins=$("$CARGO" test "${PROFILE[@]}" -p erdma --tests --no-run --message-format=json | python3 -c '
+# The erdma crate's integration tests, and the other crates' tests named rig_*.
+bins=$("$CARGO" test "${PROFILE[@]}" -p erdma -p erdma-bench -p erdma-examples --tests --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"] \
-            and m["target"]["name"] != "compile_fail" \
-            and not m["target"]["name"].startswith(("cuda_", "nccl_")):
+    if m.get("reason") != "compiler-artifact" or not m.get("executable") or m["target"]["kind"] != ["test"]:
+        continue
+    name, pkg = m["target"]["name"], m["package_id"]
+    if "/erdma#" in pkg:
+        if name != "compile_fail" and not name.startswith(("cuda_", "nccl_")):
+            print(m["executable"])
+    elif name.startswith("rig_"):
         print(m["executable"])') || { echo "cargo test --no-run failed"; exit 1; }
 TARGET=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 if [[ ${#PROFILE[@]} == 0 ]]; then DIR=$TARGET/debug; else DIR=$TARGET/release; fi
-export ERDMA_RIG_TEST_BINS=$(echo $bins) ERDMA_RIG_DEVINFO=$DIR/devinfo ERDMA_RIG_EXAMPLES=$DIR/examples
+export ERDMA_RIG_TEST_BINS=$(echo $bins) ERDMA_RIG_DEVINFO=$DIR/devinfo ERDMA_RIG_EXAMPLES=$DIR/examples ERDMA_RIG_BENCH=$DIR
 [[ -x $ERDMA_RIG_DEVINFO && -x $ERDMA_RIG_EXAMPLES/rdma_pingpong && -n $bins ]] || { echo "binaries missing (run without --no-build)"; exit 1; }
 
 # ------------------------------------------------------------ host checks

@@ -3,7 +3,12 @@
 # each step with a time limit, its log in $ERDMA_RIG_LOGS, and a summary.
 # Env (from rig/test.sh): ERDMA_RIG_TEST_BINS (test binaries),
 # ERDMA_RIG_DEVINFO (devinfo binary), ERDMA_RIG_EXAMPLES (examples dir),
-# ERDMA_RIG_LOGS (log dir, shared with the host); plus rig/vm.sh's ERDMA_RIG_*.
+# ERDMA_RIG_BENCH (erdma-bench's binaries dir), ERDMA_RIG_LOGS (log dir,
+# shared with the host); plus rig/vm.sh's ERDMA_RIG_*.
+# More steps: each rig/guest/tests.d/*.sh is sourced (in name order) after the
+# steps below; it may use `step`, $E (examples), $BENCH (erdma-bench binaries),
+# $DEVINFO, $LOGS and the ERDMA_RIG_* variables. Functions a step runs must be
+# exported (`export -f`), since each step runs in `bash -c`.
 # Exit status: the number of failed steps (0 = all passed).
 set -u
 LOGS=${ERDMA_RIG_LOGS:?}
@@ -94,6 +99,15 @@ if [[ -n $ERDMA_RIG_SIW ]]; then
     --bind "$ERDMA_RIG_SIW_IP1:18601" -d siw1 -n 20 -s 65536 -- \
     --connect "$ERDMA_RIG_SIW_IP1:18601" -d siw0 --src "$ERDMA_RIG_SIW_IP0" -n 20 -s 65536
 fi
+
+# ---- steps of the other tools (one file each)
+BENCH=${ERDMA_RIG_BENCH:-$(dirname "$DEVINFO")}
+export BENCH
+for f in "$(dirname "${BASH_SOURCE[0]}")"/tests.d/*.sh; do
+  [[ -e $f ]] || continue
+  # shellcheck disable=SC1090
+  source "$f"
+done
 
 echo "----"
 echo "rig: $pass passed, $fail failed (kernel $(uname -r); devices: $(ls /sys/class/infiniband | tr '\n' ' '))"
