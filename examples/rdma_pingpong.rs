@@ -403,25 +403,29 @@ fn pingpong(o: &Opts, mut c: Conn) -> Result<()> {
     }
     let peer = c.peer.slice(..o.size)?;
     let mut sends = 0u32;
+    // The peer may RDMA WRITE our buffer, so it is read and written by
+    // copies (read_at/write_at), never lent out as a slice.
+    let mut b = vec![0u8; o.size];
     let t0 = Instant::now();
     for i in 0..o.iters {
         let want = message(o.size, i);
         if o.server {
             await_peer(&mut c, i, &mut sends)?;
-            let b = c.buf.as_mut_slice()?;
-            if b != &want[..] {
+            c.buf.read_at(0, &mut b)?;
+            if b != want {
                 return Err(unexpected(i, "the received data differs".into()));
             }
             b.iter_mut().for_each(|x| *x = !*x);
+            c.buf.write_at(0, &b)?;
             write_and_notify(&mut c, peer, i)?;
             sends += 1;
         } else {
-            c.buf.as_mut_slice()?.copy_from_slice(&want);
+            c.buf.write_at(0, &want)?;
             write_and_notify(&mut c, peer, i)?;
             sends += 1;
             await_peer(&mut c, i, &mut sends)?;
-            let echo = c.buf.as_slice()?;
-            if echo.iter().zip(&want).any(|(e, w)| *e != !*w) {
+            c.buf.read_at(0, &mut b)?;
+            if b.iter().zip(&want).any(|(e, w)| *e != !*w) {
                 return Err(unexpected(i, "the echoed data differs".into()));
             }
         }

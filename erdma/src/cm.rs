@@ -171,6 +171,10 @@ pub(crate) struct CmIdInner {
     id: Ptr<sys::rdma_cm_id>,
     channel: std::sync::Mutex<Arc<Channel>>,
     connected: AtomicBool,
+    /// The QP made on this id, if any: creating and destroying it happen
+    /// under this lock, so clones of the id on several threads can never
+    /// both create one, and a value only destroys the QP it created.
+    qp: std::sync::Mutex<Option<Ptr<sys::ibv_qp>>>,
 }
 
 impl Drop for CmIdInner {
@@ -200,6 +204,7 @@ impl CmIdInner {
             id: Ptr(id),
             channel: std::sync::Mutex::new(channel),
             connected: AtomicBool::new(false),
+            qp: std::sync::Mutex::new(None),
         }))
     }
 
@@ -484,10 +489,6 @@ impl CmId {
         recv_cq: &CompletionQueue,
         caps: &QpCapabilities,
     ) -> Result<QueuePair> {
-        // SAFETY: live id.
-        if !unsafe { (*self.inner.id.0).qp }.is_null() {
-            return Err(Error::invalid("rdma_create_qp", "the id already has a QP"));
-        }
         let qp = QueuePair::create(pd, send_cq, recv_cq, caps, Some(&self.inner))?;
         qp.query_state()?;
         Ok(qp)
@@ -624,6 +625,7 @@ impl CmListener {
                 self.inner.channel()
             }),
             connected: AtomicBool::new(false),
+            qp: std::sync::Mutex::new(None),
         });
         Error::check("rdma_migrate_id", rc)?;
         Ok(ConnectRequest {
@@ -701,7 +703,8 @@ impl ConnectRequest {
     }
 }
 
-/// `rdma_create_qp` on `id`; the QP's owner then destroys it with [`destroy_qp`].
+/// `rdma_create_qp` on `id`, unless the id already has a QP; the QP's owner
+/// then destroys it with [`destroy_qp`].
 pub(crate) fn create_qp(
     id: &Arc<CmIdInner>,
     pd: &ProtectionDomain,
@@ -716,19 +719,44 @@ pub(crate) fn create_qp(
             "the PD is not from this CM id's device: allocate it from CmId::context()",
         ));
     }
-    // SAFETY: live id and PD of its device; init is valid.
+    let mut slot = id.qp.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: live id; its qp field is only written under this lock.
+    if slot.is_some() || !unsafe { (*id.id.0).qp }.is_null() {
+        return Err(Error::invalid(
+            "rdma_create_qp",
+            "the CM id already has a QP (one QP per connection: drop it first)",
+        ));
+    }
+    // SAFETY: live id and PD of its device; init is valid; the lock keeps
+    // other clones of the id from creating or destroying meanwhile.
     let rc = unsafe { lib.rdma_create_qp(id.id.0, pd.as_raw(), init) };
     Error::check("rdma_create_qp", rc)?;
     // SAFETY: rdma_create_qp stored the QP in the id.
-    Ok(unsafe { (*id.id.0).qp })
+    let qp = unsafe { (*id.id.0).qp };
+    *slot = Some(Ptr(qp));
+    Ok(qp)
 }
 
-/// Destroys the QP of `id` (`rdma_destroy_qp`).
-pub(crate) fn destroy_qp(id: &Arc<CmIdInner>) {
-    if let Ok(lib) = ffi::rdmacm() {
-        // SAFETY: the id's QP, destroyed once by its owner.
-        unsafe { lib.rdma_destroy_qp(id.id.0) };
+/// Destroys `qp`, the QP [`create_qp`] made on `id`; `false` when the device
+/// refused (the QP then stays, as the id's). A QP other than the id's is
+/// never destroyed through the id.
+pub(crate) fn destroy_qp(id: &Arc<CmIdInner>, qp: *mut sys::ibv_qp) -> bool {
+    let Ok(lib) = ffi::verbs() else { return false };
+    let mut slot = id.qp.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.map(|p| p.0) != Some(qp) {
+        return false;
     }
+    // rdma_destroy_qp returns nothing; destroying through libibverbs gives
+    // the result, and the id's pointer is cleared only on success.
+    // SAFETY: the id's live QP, destroyed once (the slot is cleared below).
+    let rc = unsafe { lib.ibv_destroy_qp(qp) };
+    if rc != 0 {
+        return false;
+    }
+    // SAFETY: live id; its qp field is only written under this lock.
+    unsafe { (*id.id.0).qp = std::ptr::null_mut() };
+    *slot = None;
+    true
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use erdma_sys as sys;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Ptr};
+use crate::pending::WrId;
 use crate::port::c_enum;
-use crate::qp::{QpShared, WrIdCodec};
+use crate::qp::QpShared;
 
 c_enum! {
     /// Status of a work completion (`ibv_wc_status`); `Display` gives the
@@ -218,7 +219,15 @@ pub(crate) struct CqInner {
     entries: u32,
     /// The QPs whose completions come here, to release the memory their
     /// finished requests held.
-    qps: Mutex<HashMap<u32, Weak<QpShared>>>,
+    qps: Mutex<Attached>,
+}
+
+/// The QPs attached to a CQ, by generation, and the completions their queues
+/// may have outstanding at once.
+#[derive(Default)]
+struct Attached {
+    by_generation: HashMap<u32, Weak<QpShared>>,
+    reserved: u64,
 }
 
 impl Drop for CqInner {
@@ -308,7 +317,7 @@ impl CompletionQueue {
                 channel,
                 ctx: ctx.clone(),
                 entries: actual,
-                qps: Mutex::new(HashMap::new()),
+                qps: Mutex::new(Attached::default()),
             }),
         })
     }
@@ -333,20 +342,52 @@ impl CompletionQueue {
         self.inner.raw.0
     }
 
-    pub(crate) fn attach(&self, qp_num: u32, qp: Weak<QpShared>) {
-        if let Ok(mut m) = self.inner.qps.lock() {
-            m.insert(qp_num, qp);
-        }
+    fn attached(&self) -> std::sync::MutexGuard<'_, Attached> {
+        // Plain map updates cannot be left half done by a panic.
+        self.inner.qps.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn detach(&self, qp_num: u32) {
-        if let Ok(mut m) = self.inner.qps.lock() {
-            m.remove(&qp_num);
+    /// Reserves room for `n` more outstanding completions (a queue of that
+    /// size being attached), or refuses when the CQ would be too small to
+    /// hold them: an overrun CQ loses completions and goes to error.
+    pub(crate) fn reserve(&self, n: u32, what: &str) -> Result<()> {
+        let mut a = self.attached();
+        let want = a.reserved + u64::from(n);
+        if want > u64::from(self.inner.entries) {
+            return Err(Error::invalid(
+                "ibv_create_qp",
+                format!(
+                    "the CQ has {} entries and the queues attached to it can have {} completions                      outstanding with this QP's {what} = {n}: create the CQ with at least {want} entries                      (a CQ needs one entry per request that can be outstanding on the queues using it)",
+                    self.inner.entries, want
+                ),
+            ));
         }
+        a.reserved = want;
+        Ok(())
+    }
+
+    pub(crate) fn unreserve(&self, n: u32) {
+        let mut a = self.attached();
+        a.reserved = a.reserved.saturating_sub(u64::from(n));
+    }
+
+    /// Completions outstanding at most on the queues attached to this CQ.
+    pub fn reserved(&self) -> u64 {
+        self.attached().reserved
+    }
+
+    pub(crate) fn attach(&self, generation: u32, qp: Weak<QpShared>) {
+        self.attached().by_generation.insert(generation, qp);
+    }
+
+    pub(crate) fn detach(&self, generation: u32) {
+        self.attached().by_generation.remove(&generation);
     }
 
     /// Polls up to `out.len()` completions without waiting; returns how many.
-    /// Completing a request releases the memory regions it held.
+    /// Completing a request releases the memory regions it held. Completions
+    /// of requests posted through the safe API on a QP that has since been
+    /// dropped are stale and not returned.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         let mut raw = [sys::ibv_wc::default(); POLL_BATCH];
         let mut total = 0;
@@ -357,13 +398,10 @@ impl CompletionQueue {
                 sys::inline::ibv_poll_cq(self.inner.raw.0, want as i32, raw.as_mut_ptr())
             };
             if n < 0 {
-                return Err(Error::last_os("ibv_poll_cq"));
+                return Err(poll_error(n));
             }
             let n = n as usize;
-            for (slot, wc) in out[total..].iter_mut().zip(&raw[..n]) {
-                *slot = self.translate(wc);
-            }
-            total += n;
+            total += self.translate(&raw[..n], &mut out[total..]);
             if n < want {
                 break;
             }
@@ -371,21 +409,46 @@ impl CompletionQueue {
         Ok(total)
     }
 
-    /// Maps the internal wr_id back to the caller's and releases the memory
-    /// held by the finished requests.
-    fn translate(&self, wc: &sys::ibv_wc) -> WorkCompletion {
-        let qp = self
-            .inner
-            .qps
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&wc.qp_num).and_then(Weak::upgrade));
-        let wr_id = match qp {
-            Some(qp) => qp.complete(WrIdCodec::decode(wc.wr_id)).unwrap_or(wc.wr_id),
-            // The QP is gone: its requests' memory was released with it.
-            None => wc.wr_id,
-        };
-        WorkCompletion::from_raw(wc, wr_id)
+    /// Maps the internal wr_ids back to the caller's and releases the memory
+    /// held by the finished requests; returns how many completions were
+    /// written to `out` (stale ones are dropped).
+    fn translate(&self, wcs: &[sys::ibv_wc], out: &mut [WorkCompletion]) -> usize {
+        if wcs.is_empty() {
+            return 0;
+        }
+        let attached = self.attached();
+        // Most CQs serve one QP: resolve a generation once per batch.
+        let mut last: Option<(u32, Option<std::sync::Arc<QpShared>>)> = None;
+        let mut k = 0;
+        for wc in wcs {
+            let wr_id = match WrId::decode(wc.wr_id) {
+                // Posted raw (post_send_raw): the caller's id as it is.
+                None => wc.wr_id,
+                Some(id) => {
+                    if last.as_ref().is_none_or(|(g, _)| *g != id.generation) {
+                        let qp = attached
+                            .by_generation
+                            .get(&id.generation)
+                            .and_then(Weak::upgrade);
+                        last = Some((id.generation, qp));
+                    }
+                    let qp = last.as_ref().and_then(|(_, q)| q.as_ref());
+                    match qp.filter(|q| q.generation() == id.generation) {
+                        Some(qp) => match qp.complete(id) {
+                            Some(user) => user,
+                            // Not outstanding on this QP: nothing to release
+                            // and nobody to report it to.
+                            None => continue,
+                        },
+                        // The QP is gone: its memory was released with it.
+                        None => continue,
+                    }
+                }
+            };
+            out[k] = WorkCompletion::from_raw(wc, wr_id);
+            k += 1;
+        }
+        k
     }
 
     /// Waits until at least one completion is available and polls it into
@@ -496,6 +559,23 @@ impl CompletionQueue {
             }
         }
         Ok(out)
+    }
+}
+
+/// The error of a negative `ibv_poll_cq` result. Providers return a negative
+/// value without setting errno, so errno is not read.
+#[cold]
+fn poll_error(rc: i32) -> Error {
+    let errno = match rc.checked_neg() {
+        Some(e) if (1..4096).contains(&e) && e != 1 => e,
+        _ => libc::EIO,
+    };
+    Error::Verb {
+        verb: "ibv_poll_cq",
+        errno,
+        hint: Some(format!(
+            "the provider returned {rc}: the CQ is in an error state (overrun, or the device failed)"
+        )),
     }
 }
 

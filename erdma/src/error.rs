@@ -118,6 +118,45 @@ pub enum Error {
         in_flight: usize,
     },
 
+    /// A region peers may write was asked for as a Rust slice.
+    #[error(
+        "{operation}: the region is registered with {access}, so a peer may write it at any time and \
+         it is not lent out as a Rust slice: copy it with read_at/to_vec, take it back with into_inner \
+         (which revokes remote access), or register it without REMOTE_WRITE/REMOTE_ATOMIC"
+    )]
+    RemotelyWritable {
+        /// The call, e.g. `MemoryRegion::as_slice`.
+        operation: &'static str,
+        /// The region's access flags.
+        access: String,
+    },
+
+    /// A GPU (CUDA driver) call made for the RDMA library failed, e.g. exporting
+    /// GPU memory as a dma-buf.
+    #[error("{operation} failed: {detail}")]
+    Gpu {
+        /// What was attempted, e.g. `export GPU memory as a dma-buf`.
+        operation: &'static str,
+        /// The driver's error, with its fix.
+        detail: String,
+    },
+
+    /// A queue of a QP holds as many requests as it was created for.
+    #[error(
+        "the {queue} queue of QP {qp_num:#x} is full ({outstanding} outstanding, room for {capacity}): \
+         poll completions first (unsignaled requests are released with the next signaled one's completion)"
+    )]
+    QueueFull {
+        /// `send` or `receive`.
+        queue: &'static str,
+        /// The QP number.
+        qp_num: u32,
+        /// Requests posted and not yet completed.
+        outstanding: usize,
+        /// The queue's size.
+        capacity: usize,
+    },
+
     /// A work completion with an error status (see [`crate::WorkCompletion::ok`]).
     #[error(
         "work request {wr_id} on QP {qp_num:#x} completed with {status} (vendor error {vendor_err:#x}){}",

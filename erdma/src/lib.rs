@@ -9,7 +9,9 @@
 //! - [`Context`]: an opened device, its [`DeviceAttributes`], ports
 //!   ([`PortAttributes`]) and GID tables ([`GidEntry`], NCCL-style
 //!   [`Context::select_gid`]).
-//! - [`ProtectionDomain`], [`MemoryRegion`] (owns its buffer),
+//! - [`ProtectionDomain`], [`MemoryRegion`] (owns its memory: host buffers,
+//!   and with the `cuda` feature GPU buffers, registered through
+//!   `nvidia_peermem` or dma-buf as the NIC supports: `ProtectionDomain::register_gpu`),
 //!   [`CompletionQueue`] ([`WorkCompletion`]), [`QueuePair`] (RC, classic
 //!   verbs: SEND, SEND_WITH_IMM, RDMA WRITE (with imm), READ, atomics, inline,
 //!   scatter/gather).
@@ -19,7 +21,12 @@
 //!
 //! Ownership makes misuse impossible in safe code: a region owns its buffer
 //! and holds its PD, a QP holds its PD and CQs, a posted request holds its
-//! regions until its completion is polled, posting needs an RTS QP.
+//! regions until its completion is polled (completions of a dropped QP left
+//! in a CQ release nothing), posting needs an RTS QP, a CQ must hold every
+//! completion its queues can have outstanding. A region peers may write
+//! (`REMOTE_WRITE`/`REMOTE_ATOMIC`) is read by copies
+//! ([`MemoryRegion::read_at`]), never as a `&[u8]` the peer could change
+//! underneath; the others are lent as slices when no request uses them.
 //!
 //! ```no_run
 //! # fn main() -> erdma::Result<()> {
@@ -49,8 +56,11 @@ pub mod error;
 pub mod exchange;
 mod ffi;
 pub mod gid;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod mr;
 pub mod pd;
+mod pending;
 pub mod port;
 pub mod qp;
 mod sysfs;
@@ -68,6 +78,8 @@ pub use device::{Device, DeviceList, Guid, NoDevicesReason, Transport, devices};
 pub use endpoint::{ConnectOptions, Endpoint};
 pub use error::{Error, Result};
 pub use gid::{Gid, GidEntry, GidType};
+#[cfg(feature = "cuda")]
+pub use gpu::{GpuMemory, GpuRegistration};
 pub use mr::{
     AccessFlags, AlignedBuffer, DmaBuf, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
     RegisterBuffer, RemoteBuffer,

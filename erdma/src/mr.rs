@@ -110,10 +110,12 @@ impl fmt::Debug for AccessFlags {
 /// value exists.
 ///
 /// # Safety
-/// [`RegisterBuffer::raw_parts`] must return a range that stays valid (not
-/// freed, unmapped, moved or reallocated) for as long as the value lives and
-/// is not accessed other than through that pointer; moving the value must not
-/// move the memory (heap buffers qualify, arrays on the stack do not).
+/// [`RegisterBuffer::raw_parts`] is called once, after the value has been moved
+/// into the region, and must return a pointer (with the provenance of the whole
+/// range) and length that stay valid, not freed, unmapped, moved or
+/// reallocated, for as long as the value lives, as long as it is not accessed
+/// other than through that pointer. Moving the value must not move the memory
+/// (heap buffers qualify, arrays on the stack do not).
 pub unsafe trait RegisterBuffer: Send + Sync + 'static {
     /// Address and length of the memory, called once at registration.
     fn raw_parts(&mut self) -> (*mut u8, usize);
@@ -135,7 +137,9 @@ unsafe impl RegisterBuffer for Vec<u8> {
 // SAFETY: initialised bytes.
 unsafe impl HostMemory for Vec<u8> {}
 
-// SAFETY: a boxed slice's heap buffer does not move when the box moves.
+// SAFETY: a boxed slice's heap buffer does not move when the box moves; the
+// pointer is taken after the box has reached its place in the region, which
+// never moves or reborrows it until deregistration.
 unsafe impl RegisterBuffer for Box<[u8]> {
     fn raw_parts(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
@@ -144,7 +148,8 @@ unsafe impl RegisterBuffer for Box<[u8]> {
 // SAFETY: initialised bytes.
 unsafe impl HostMemory for Box<[u8]> {}
 
-// SAFETY: 'static memory exclusively borrowed for ever is never freed or moved.
+// SAFETY: 'static memory exclusively borrowed for ever is never freed or
+// moved; as for Box, the pointer is taken once the reference is in place.
 unsafe impl RegisterBuffer for &'static mut [u8] {
     fn raw_parts(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
@@ -274,7 +279,12 @@ unsafe impl RegisterBuffer for RawBuffer {
     }
 }
 
-/// A registered dma-buf (see [`ProtectionDomain::register_dmabuf`]).
+/// A registered dma-buf (see [`ProtectionDomain::register_dmabuf`]): the
+/// file descriptor and range a [`MemoryRegion<DmaBuf>`] was made from.
+///
+/// It is not a [`RegisterBuffer`]: the range is device memory reached through
+/// the dma-buf, not host memory this value owns, so it can never be
+/// registered again with [`ProtectionDomain::register`].
 #[derive(Debug)]
 pub struct DmaBuf {
     fd: std::os::fd::RawFd,
@@ -292,23 +302,30 @@ impl DmaBuf {
     pub fn offset(&self) -> u64 {
         self.offset
     }
-}
-
-// SAFETY: never registered through raw_parts (register_dmabuf builds it);
-// the range is the I/O virtual range the MR was created with.
-unsafe impl RegisterBuffer for DmaBuf {
-    fn raw_parts(&mut self) -> (*mut u8, usize) {
-        (self.iova as *mut u8, self.len)
+    /// The I/O virtual address the region was registered at.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the range is empty (never: empty ranges are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
 /// Something a posted work request keeps alive until its completion.
 pub(crate) trait Lease: Send + Sync {}
 
-pub(crate) struct MrInner<B: RegisterBuffer> {
+pub(crate) struct MrInner<B> {
     raw: Ptr<sys::ibv_mr>,
     pd: Arc<PdInner>,
     buf: Option<B>,
+    /// The registered range, with the provenance of the buffer (host memory),
+    /// or the device/IO address as a pointer-sized integer (device memory).
+    ptr: Ptr<u8>,
     addr: u64,
     len: usize,
     lkey: u32,
@@ -316,9 +333,9 @@ pub(crate) struct MrInner<B: RegisterBuffer> {
     access: AccessFlags,
 }
 
-impl<B: RegisterBuffer> Lease for MrInner<B> {}
+impl<B: Send + Sync> Lease for MrInner<B> {}
 
-impl<B: RegisterBuffer> MrInner<B> {
+impl<B> MrInner<B> {
     /// Deregisters; on failure the buffer is leaked (the device may still
     /// reach it), never freed.
     fn deregister(&mut self) -> Result<()> {
@@ -340,18 +357,31 @@ impl<B: RegisterBuffer> MrInner<B> {
     }
 }
 
-impl<B: RegisterBuffer> Drop for MrInner<B> {
+impl<B> Drop for MrInner<B> {
     fn drop(&mut self) {
         let _ = self.deregister();
     }
 }
 
-/// A registered memory region that owns its buffer `B`.
-pub struct MemoryRegion<B: RegisterBuffer = Vec<u8>> {
+/// A registered memory region that owns its memory `B`: a host buffer
+/// ([`Vec<u8>`], `Box<[u8]>`, [`AlignedBuffer`], ...), device memory the
+/// caller vouched for ([`RawBuffer`]), a dma-buf ([`DmaBuf`]) or, with the
+/// `cuda` feature, a GPU buffer (`GpuMemory`).
+///
+/// Host memory is readable in two ways:
+/// - as a Rust slice ([`MemoryRegion::as_slice`], [`MemoryRegion::as_mut_slice`]),
+///   when no posted request uses the region and no peer may write it (the
+///   region was registered without `REMOTE_WRITE` and `REMOTE_ATOMIC`): send
+///   sources, receive buffers read after their completion, READ targets;
+/// - by copies ([`MemoryRegion::read_at`], [`MemoryRegion::to_vec`],
+///   [`MemoryRegion::write_at`], [`MemoryRegion::fill`]), at any time: a peer
+///   writing meanwhile makes the bytes read torn, never undefined behaviour.
+///   This is how a region exposed to peers' RDMA WRITEs and atomics is read.
+pub struct MemoryRegion<B = Vec<u8>> {
     inner: Arc<MrInner<B>>,
 }
 
-impl<B: RegisterBuffer> fmt::Debug for MemoryRegion<B> {
+impl<B> fmt::Debug for MemoryRegion<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryRegion")
             .field("addr", &format_args!("{:#x}", self.inner.addr))
@@ -364,51 +394,92 @@ impl<B: RegisterBuffer> fmt::Debug for MemoryRegion<B> {
 }
 
 impl<B: RegisterBuffer> MemoryRegion<B> {
-    pub(crate) fn register(
-        pd: &ProtectionDomain,
-        mut buffer: B,
-        access: AccessFlags,
-    ) -> Result<Self> {
-        let (ptr, len) = buffer.raw_parts();
+    pub(crate) fn register(pd: &ProtectionDomain, buffer: B, access: AccessFlags) -> Result<Self> {
+        check_access("ibv_reg_mr", access)?;
+        ffi::verbs()?;
+        let (mut inner, ptr, len) = place(MrInner::unregistered(pd, buffer, access), |m| {
+            m.buf.as_mut()
+        });
         if len == 0 {
             return Err(Error::invalid(
                 "ibv_reg_mr",
                 "cannot register an empty buffer",
             ));
         }
-        check_access("ibv_reg_mr", access)?;
-        ffi::verbs()?;
         // SAFETY: RegisterBuffer guarantees ptr..ptr+len stays valid while
-        // `buffer` lives, and the region keeps it until after deregistration.
+        // the buffer lives, and the region keeps it until after deregistration.
         let mr = unsafe { sys::inline::ibv_reg_mr(pd.as_raw(), ptr.cast(), len, access.bits()) };
         if mr.is_null() {
             return Err(Error::last_os("ibv_reg_mr"));
         }
-        Ok(Self::wrap(pd, mr, Some(buffer), ptr as u64, len, access))
+        match Arc::get_mut(&mut inner) {
+            Some(m) => m.set_registered(mr, Ptr(ptr), ptr as u64, len),
+            None => unreachable!("nothing else holds the new region"),
+        }
+        Ok(MemoryRegion { inner })
+    }
+}
+
+/// Moves `value` to its final place (a new `Arc`) and only then takes the
+/// pointer of the buffer in it, so that the pointer keeps its provenance:
+/// nothing moves or reborrows the buffer again until it is deregistered (a
+/// `Box` moved after its pointer was taken would invalidate the pointer).
+/// `(null, 0)` when `buf` finds no buffer.
+fn place<T, B: RegisterBuffer>(
+    value: T,
+    buf: impl FnOnce(&mut T) -> Option<&mut B>,
+) -> (Arc<T>, *mut u8, usize) {
+    let mut arc = Arc::new(value);
+    let parts = Arc::get_mut(&mut arc).and_then(buf).map(|b| b.raw_parts());
+    let (ptr, len) = parts.unwrap_or((std::ptr::null_mut(), 0));
+    (arc, ptr, len)
+}
+
+impl<B> MrInner<B> {
+    fn unregistered(pd: &ProtectionDomain, buf: B, access: AccessFlags) -> MrInner<B> {
+        MrInner {
+            raw: Ptr(std::ptr::null_mut()),
+            pd: pd.inner.clone(),
+            buf: Some(buf),
+            ptr: Ptr(std::ptr::null_mut()),
+            addr: 0,
+            len: 0,
+            lkey: 0,
+            rkey: 0,
+            access,
+        }
     }
 
-    fn wrap(
+    fn set_registered(&mut self, mr: *mut sys::ibv_mr, ptr: Ptr<u8>, addr: u64, len: usize) {
+        // SAFETY: mr is a freshly registered, live ibv_mr.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        self.raw = Ptr(mr);
+        self.ptr = ptr;
+        self.addr = addr;
+        self.len = len;
+        self.lkey = lkey;
+        self.rkey = rkey;
+    }
+}
+
+impl<B: Send + Sync + 'static> MemoryRegion<B> {
+    /// Registers memory by a means other than `ibv_reg_mr` on a host
+    /// pointer: `reg` receives the PD and returns the new MR, or `None` with
+    /// the error in errno. Used for dma-bufs and GPU memory.
+    pub(crate) fn register_with(
         pd: &ProtectionDomain,
-        mr: *mut sys::ibv_mr,
-        buf: Option<B>,
+        buf: B,
         addr: u64,
         len: usize,
         access: AccessFlags,
-    ) -> Self {
-        // SAFETY: mr is a freshly registered, live ibv_mr.
-        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-        MemoryRegion {
-            inner: Arc::new(MrInner {
-                raw: Ptr(mr),
-                pd: pd.inner.clone(),
-                buf,
-                addr,
-                len,
-                lkey,
-                rkey,
-                access,
-            }),
-        }
+        reg: impl FnOnce(*mut sys::ibv_pd) -> Result<*mut sys::ibv_mr>,
+    ) -> Result<Self> {
+        let mut inner = MrInner::unregistered(pd, buf, access);
+        let mr = reg(pd.as_raw())?;
+        inner.set_registered(mr, Ptr(addr as usize as *mut u8), addr, len);
+        Ok(MemoryRegion {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Local key (for scatter/gather entries).
@@ -441,7 +512,16 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
         self.inner.access
     }
 
-    /// How many posted work requests still use the region.
+    /// Whether peers may write the region (`REMOTE_WRITE` or `REMOTE_ATOMIC`):
+    /// then it is read by copies ([`MemoryRegion::read_at`]), never lent out
+    /// as a Rust slice.
+    pub fn is_remotely_writable(&self) -> bool {
+        self.inner.access.bits()
+            & (AccessFlags::REMOTE_WRITE.bits() | AccessFlags::REMOTE_ATOMIC.bits())
+            != 0
+    }
+
+    /// How many posted work requests still use the region (a snapshot).
     pub fn in_flight(&self) -> usize {
         Arc::strong_count(&self.inner) - 1
     }
@@ -449,6 +529,15 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
     /// The raw `ibv_mr`, valid while the region lives.
     pub fn as_raw(&self) -> *mut sys::ibv_mr {
         self.inner.raw.0
+    }
+
+    /// The memory the region owns (for device memory: its handle, e.g. to
+    /// copy to or from it with the GPU's own API).
+    pub fn buffer(&self) -> &B {
+        match self.inner.buf.as_ref() {
+            Some(b) => b,
+            None => unreachable!("the buffer leaves only with the region"),
+        }
     }
 
     /// The whole region, as the descriptor a peer needs for RDMA READ/WRITE
@@ -473,16 +562,7 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
     /// A byte range of the region as a local scatter/gather entry;
     /// [`Error::InvalidArgument`] when it is outside the region.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<LocalSlice<'_>> {
-        let (offset, len) = resolve_range(&range, self.inner.len).ok_or_else(|| {
-            Error::invalid(
-                "MemoryRegion::slice",
-                format!(
-                    "range {} outside the {}-byte region",
-                    range_text(&range),
-                    self.inner.len
-                ),
-            )
-        })?;
+        let (offset, len) = self.range("MemoryRegion::slice", &range)?;
         Ok(LocalSlice {
             mr: self,
             offset,
@@ -490,21 +570,31 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
         })
     }
 
+    fn range(&self, what: &'static str, range: &impl RangeBounds<usize>) -> Result<(usize, usize)> {
+        resolve_range(range, self.inner.len).ok_or_else(|| {
+            Error::invalid(
+                what,
+                format!(
+                    "range {} outside the {}-byte region",
+                    range_text(range),
+                    self.inner.len
+                ),
+            )
+        })
+    }
+
     /// Deregisters and hands the buffer back; `Err(self)` while posted
     /// requests still use the region (poll their completions first), or with
     /// the region deregistered but the buffer leaked if deregistration failed.
+    /// Once deregistered, no peer can reach the memory any more: this is how
+    /// remote access is revoked.
     pub fn into_inner(self) -> std::result::Result<B, (Self, Error)> {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => match inner.deregister() {
-                Ok(()) => inner.buf.take().ok_or_else(|| {
-                    let e = Error::invalid("MemoryRegion::into_inner", "the buffer is gone");
-                    (
-                        MemoryRegion {
-                            inner: Arc::new(inner),
-                        },
-                        e,
-                    )
-                }),
+                Ok(()) => match inner.buf.take() {
+                    Some(b) => Ok(b),
+                    None => unreachable!("the buffer leaves only with the region"),
+                },
                 Err(e) => Err((
                     MemoryRegion {
                         inner: Arc::new(inner),
@@ -525,6 +615,20 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
         }
     }
 
+    /// `Ok` when no posted request holds the region. `Arc::get_mut` reads the
+    /// count with acquire ordering: the completion that released the last
+    /// request (on any thread) happens before, so the device's writes are
+    /// visible to what follows.
+    fn check_idle(&mut self) -> Result<()> {
+        if Arc::get_mut(&mut self.inner).is_some() {
+            return Ok(());
+        }
+        Err(Error::Busy {
+            what: "memory region",
+            in_flight: self.in_flight(),
+        })
+    }
+
     pub(crate) fn lease(&self) -> Arc<dyn Lease> {
         self.inner.clone()
     }
@@ -535,33 +639,189 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
 }
 
 impl<B: HostMemory> MemoryRegion<B> {
-    /// The bytes, when no posted request uses the region (else
-    /// [`Error::Busy`]). `&mut self` guarantees nothing is posted with it
-    /// meanwhile.
+    /// The bytes, when no posted request uses the region ([`Error::Busy`])
+    /// and no peer may write it ([`Error::RemotelyWritable`]: use
+    /// [`MemoryRegion::read_at`]/[`MemoryRegion::to_vec`], or take the buffer
+    /// back with [`MemoryRegion::into_inner`]). `&mut self` guarantees nothing
+    /// is posted with it while the slice lives.
     pub fn as_slice(&mut self) -> Result<&[u8]> {
-        self.check_idle()?;
-        // SAFETY: host memory of len bytes (HostMemory), registered and owned
-        // by the region; no request uses it (checked) and none can be posted
-        // while the returned borrow of self lives.
-        Ok(unsafe { std::slice::from_raw_parts(self.inner.addr as *const u8, self.inner.len) })
+        self.check_local("MemoryRegion::as_slice")?;
+        // SAFETY: host memory of len bytes (HostMemory) with the buffer's
+        // provenance, registered and owned by the region; no request uses it
+        // (checked, acquire-ordered), none can be posted while the borrow of
+        // self lives, and no peer may write it (checked).
+        Ok(unsafe { std::slice::from_raw_parts(self.inner.ptr.0, self.inner.len) })
     }
 
-    /// The bytes, writable, when no posted request uses the region (else
-    /// [`Error::Busy`]).
+    /// The bytes, writable, under the conditions of [`MemoryRegion::as_slice`].
     pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
-        self.check_idle()?;
+        self.check_local("MemoryRegion::as_mut_slice")?;
         // SAFETY: as in as_slice; &mut self is exclusive.
-        Ok(unsafe { std::slice::from_raw_parts_mut(self.inner.addr as *mut u8, self.inner.len) })
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.inner.ptr.0, self.inner.len) })
     }
 
-    fn check_idle(&self) -> Result<()> {
-        match self.in_flight() {
-            0 => Ok(()),
-            n => Err(Error::Busy {
-                what: "memory region",
-                in_flight: n,
-            }),
+    /// The bytes as a slice, without the checks of [`MemoryRegion::as_slice`].
+    ///
+    /// # Safety
+    /// While the slice lives, nothing may write the memory: no posted
+    /// request that writes it (a receive, READ or atomic result) may be
+    /// outstanding, and no peer may RDMA WRITE or run atomics on it (e.g. the
+    /// protocol guarantees the peer is done until this side says otherwise).
+    pub unsafe fn as_slice_unchecked(&self) -> &[u8] {
+        // SAFETY: host memory owned by the region; the caller guarantees no
+        // writer while the slice lives.
+        unsafe { std::slice::from_raw_parts(self.inner.ptr.0, self.inner.len) }
+    }
+
+    /// The bytes as a mutable slice, without the checks of
+    /// [`MemoryRegion::as_mut_slice`].
+    ///
+    /// # Safety
+    /// While the slice lives, nothing else may read or write the memory: no
+    /// posted request may use it, and no peer may access it remotely.
+    pub unsafe fn as_mut_slice_unchecked(&mut self) -> &mut [u8] {
+        // SAFETY: as in as_slice_unchecked; &mut self is exclusive locally.
+        unsafe { std::slice::from_raw_parts_mut(self.inner.ptr.0, self.inner.len) }
+    }
+
+    /// Copies `dst.len()` bytes from `offset` into `dst`. Works at any time,
+    /// also while requests or peers write the region (the bytes are then
+    /// whatever the memory held, possibly torn): read after the completion or
+    /// message that says the data is complete.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let (offset, len) = self.copy_range("MemoryRegion::read_at", offset, dst.len())?;
+        // SAFETY: offset..offset+len lies in the region's host memory, which
+        // it owns and keeps allocated; volatile reads create no reference to
+        // memory the device may be writing.
+        unsafe { volatile_read(self.inner.ptr.0.add(offset), &mut dst[..len]) };
+        Ok(())
+    }
+
+    /// The whole region, copied (see [`MemoryRegion::read_at`]).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.inner.len];
+        // SAFETY: the whole range of the region, as in read_at.
+        unsafe { volatile_read(self.inner.ptr.0, &mut v) };
+        v
+    }
+
+    /// Copies `src` into the region at `offset`. Works at any time, also
+    /// while requests read the region (they then send whatever the memory
+    /// held); `&mut self` excludes other local readers and writers.
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
+        let (offset, len) = self.copy_range("MemoryRegion::write_at", offset, src.len())?;
+        // SAFETY: as in read_at, for writes; &mut self excludes local access.
+        unsafe { volatile_write(self.inner.ptr.0.add(offset), &src[..len]) };
+        Ok(())
+    }
+
+    /// Sets every byte of the region to `byte` (as [`MemoryRegion::write_at`]).
+    pub fn fill(&mut self, byte: u8) {
+        // SAFETY: the whole range of the region, as in write_at.
+        unsafe { volatile_fill(self.inner.ptr.0, self.inner.len, byte) };
+    }
+
+    fn copy_range(&self, what: &'static str, offset: usize, len: usize) -> Result<(usize, usize)> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.inner.len => Ok((offset, len)),
+            _ => Err(Error::invalid(
+                what,
+                format!(
+                    "{len} bytes at offset {offset} do not fit the {}-byte region",
+                    self.inner.len
+                ),
+            )),
         }
+    }
+
+    fn check_local(&mut self, what: &'static str) -> Result<()> {
+        if self.is_remotely_writable() {
+            return Err(Error::RemotelyWritable {
+                operation: what,
+                access: format!("{:?}", self.inner.access),
+            });
+        }
+        self.check_idle()
+    }
+}
+
+/// Reads `dst.len()` bytes at `src` with volatile loads (8-byte words where
+/// aligned), so that memory a device writes meanwhile is never behind a Rust
+/// reference.
+///
+/// # Safety
+/// `src..src+dst.len()` must be readable host memory.
+unsafe fn volatile_read(src: *const u8, dst: &mut [u8]) {
+    let n = dst.len();
+    let head = src.align_offset(8).min(n);
+    let mut i = 0;
+    while i < head {
+        // SAFETY: i < n, in the caller's range.
+        dst[i] = unsafe { std::ptr::read_volatile(src.add(i)) };
+        i += 1;
+    }
+    while i + 8 <= n {
+        // SAFETY: in range, and src+i is 8-byte aligned (past the head).
+        let w = unsafe { std::ptr::read_volatile(src.add(i).cast::<u64>()) };
+        dst[i..i + 8].copy_from_slice(&w.to_ne_bytes());
+        i += 8;
+    }
+    while i < n {
+        // SAFETY: i < n, in the caller's range.
+        dst[i] = unsafe { std::ptr::read_volatile(src.add(i)) };
+        i += 1;
+    }
+}
+
+/// Writes `src` at `dst` with volatile stores (see [`volatile_read`]).
+///
+/// # Safety
+/// `dst..dst+src.len()` must be writable host memory no Rust reference points into.
+unsafe fn volatile_write(dst: *mut u8, src: &[u8]) {
+    let n = src.len();
+    let head = dst.align_offset(8).min(n);
+    let mut i = 0;
+    while i < head {
+        // SAFETY: i < n, in the caller's range.
+        unsafe { std::ptr::write_volatile(dst.add(i), src[i]) };
+        i += 1;
+    }
+    while i + 8 <= n {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&src[i..i + 8]);
+        // SAFETY: in range, and dst+i is 8-byte aligned (past the head).
+        unsafe { std::ptr::write_volatile(dst.add(i).cast::<u64>(), u64::from_ne_bytes(w)) };
+        i += 8;
+    }
+    while i < n {
+        // SAFETY: i < n, in the caller's range.
+        unsafe { std::ptr::write_volatile(dst.add(i), src[i]) };
+        i += 1;
+    }
+}
+
+/// Sets `len` bytes at `dst` to `byte` with volatile stores.
+///
+/// # Safety
+/// As for [`volatile_write`].
+unsafe fn volatile_fill(dst: *mut u8, len: usize, byte: u8) {
+    let head = dst.align_offset(8).min(len);
+    let word = u64::from_ne_bytes([byte; 8]);
+    let mut i = 0;
+    while i < head {
+        // SAFETY: i < len, in the caller's range.
+        unsafe { std::ptr::write_volatile(dst.add(i), byte) };
+        i += 1;
+    }
+    while i + 8 <= len {
+        // SAFETY: in range and aligned.
+        unsafe { std::ptr::write_volatile(dst.add(i).cast::<u64>(), word) };
+        i += 8;
+    }
+    while i < len {
+        // SAFETY: i < len, in the caller's range.
+        unsafe { std::ptr::write_volatile(dst.add(i), byte) };
+        i += 1;
     }
 }
 
@@ -583,36 +843,79 @@ impl MemoryRegion<DmaBuf> {
             ));
         }
         check_access("ibv_reg_dmabuf_mr", access)?;
-        let lib = ffi::verbs()?;
-        let f = optional_fn!(lib, ibv_reg_dmabuf_mr);
-        // SAFETY: the caller's contract on fd and the range.
-        let mr = unsafe { f(pd.as_raw(), offset, len, iova, fd, access.bits() as i32) };
-        if mr.is_null() {
-            let e = Error::last_os("ibv_reg_dmabuf_mr");
-            if matches!(e.errno(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) {
-                return Err(Error::Unsupported {
-                    feature: "dma-buf memory registration (ibv_reg_dmabuf_mr)".into(),
-                    device: Some(pd.context().name().to_owned()),
-                    hint: Some(
-                        "register device memory with ibv_reg_mr (erdma::RawBuffer) and a peer-memory module \
-                         such as nvidia_peermem"
-                            .into(),
-                    ),
-                });
-            }
-            return Err(e);
-        }
         let buf = DmaBuf {
             fd,
             offset,
             iova,
             len,
         };
-        Ok(Self::wrap(pd, mr, Some(buf), iova, len, access))
+        Self::register_with(pd, buf, iova, len, access, |pd_raw| {
+            // SAFETY: the caller's contract on fd and the range.
+            unsafe { reg_dmabuf_mr(pd_raw, fd, offset, len, iova, access) }
+        })
     }
 }
 
-fn check_access(verb: &'static str, access: AccessFlags) -> Result<()> {
+/// `ibv_reg_dmabuf_mr`, with a provider or library that lacks it reported as
+/// [`Error::Unsupported`].
+///
+/// # Safety
+/// `fd` must be a dma-buf whose `offset..offset+len` stays allocated while the
+/// MR exists; `pd_raw` a live PD.
+pub(crate) unsafe fn reg_dmabuf_mr(
+    pd_raw: *mut sys::ibv_pd,
+    fd: std::os::fd::RawFd,
+    offset: u64,
+    len: usize,
+    iova: u64,
+    access: AccessFlags,
+) -> Result<*mut sys::ibv_mr> {
+    let lib = ffi::verbs()?;
+    let f = optional_fn!(lib, ibv_reg_dmabuf_mr);
+    // SAFETY: the caller's contract.
+    let mr = unsafe { f(pd_raw, offset, len, iova, fd, access.bits() as i32) };
+    if !mr.is_null() {
+        return Ok(mr);
+    }
+    let e = Error::last_os("ibv_reg_dmabuf_mr");
+    if matches!(e.errno(), Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)) {
+        // SAFETY: a live PD's context pointer.
+        let dev = unsafe { device_name_of_pd(pd_raw) };
+        return Err(Error::Unsupported {
+            feature: "dma-buf memory registration (ibv_reg_dmabuf_mr)".into(),
+            device: dev,
+            hint: Some(
+                "register device memory with ibv_reg_mr instead (erdma::GpuRegistration::PeerMemory, \
+                 or erdma::RawBuffer), which needs a peer-memory module such as nvidia_peermem"
+                    .into(),
+            ),
+        });
+    }
+    Err(e)
+}
+
+/// The device name of a live PD, for messages.
+///
+/// # Safety
+/// `pd` must be a live `ibv_pd`.
+unsafe fn device_name_of_pd(pd: *mut sys::ibv_pd) -> Option<String> {
+    // SAFETY: a live PD points to its live context and device.
+    unsafe {
+        let ctx = (*pd).context;
+        if ctx.is_null() || (*ctx).device.is_null() {
+            return None;
+        }
+        let name = &(*(*ctx).device).name;
+        let bytes: Vec<u8> = name
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+pub(crate) fn check_access(verb: &'static str, access: AccessFlags) -> Result<()> {
     let needs_local_write = AccessFlags::REMOTE_WRITE.bits() | AccessFlags::REMOTE_ATOMIC.bits();
     if access.bits() & needs_local_write != 0 && !access.contains(AccessFlags::LOCAL_WRITE) {
         return Err(Error::invalid(
@@ -664,7 +967,7 @@ pub(crate) trait LocalMemory: Sync {
     fn pd_raw(&self) -> *mut sys::ibv_pd;
 }
 
-impl<B: RegisterBuffer> LocalMemory for MemoryRegion<B> {
+impl<B: Send + Sync + 'static> LocalMemory for MemoryRegion<B> {
     fn lease(&self) -> Arc<dyn Lease> {
         MemoryRegion::lease(self)
     }
@@ -833,6 +1136,55 @@ mod tests {
         assert!(check_access("x", AccessFlags::REMOTE_WRITE).is_err());
         assert!(check_access("x", AccessFlags::ALL).is_ok());
         assert!(check_access("x", AccessFlags::REMOTE_READ).is_ok());
+    }
+
+    #[test]
+    fn volatile_copies_at_every_alignment() {
+        let mut mem = AlignedBuffer::new(64).unwrap();
+        let base = mem.as_mut_ptr();
+        for start in 0..9 {
+            for len in [0, 1, 7, 8, 9, 17, 40] {
+                let src: Vec<u8> = (0..len as u8)
+                    .map(|x| x.wrapping_mul(37) ^ start as u8)
+                    .collect();
+                // SAFETY: start + len <= 64, the buffer's size.
+                unsafe { volatile_fill(base, 64, 0xaa) };
+                // SAFETY: as above.
+                unsafe { volatile_write(base.add(start), &src) };
+                let mut back = vec![0u8; len];
+                // SAFETY: as above.
+                unsafe { volatile_read(base.add(start), &mut back) };
+                assert_eq!(back, src, "start {start} len {len}");
+                let mut all = vec![0u8; 64];
+                // SAFETY: as above.
+                unsafe { volatile_read(base, &mut all) };
+                assert!(all[..start].iter().all(|b| *b == 0xaa));
+                assert!(all[start + len..].iter().all(|b| *b == 0xaa));
+            }
+        }
+    }
+
+    /// What `register` does with a boxed buffer, without a device: place
+    /// it, write and read through the pointer taken in place, take the box
+    /// back. Under Miri this checks the pointer's provenance stays valid.
+    #[test]
+    fn placed_box_keeps_pointer_provenance() {
+        struct Holder {
+            buf: Option<Box<[u8]>>,
+        }
+        let boxed: Box<[u8]> = vec![1u8; 32].into_boxed_slice();
+        let (arc, ptr, len) = place(Holder { buf: Some(boxed) }, |h| h.buf.as_mut());
+        assert_eq!(len, 32);
+        // SAFETY: ptr addresses the 32 bytes of the placed box.
+        unsafe { volatile_write(ptr.add(4), &[9, 9]) };
+        // SAFETY: as above; nothing writes while the view lives.
+        let view = unsafe { std::slice::from_raw_parts(ptr, len) };
+        assert_eq!(&view[3..7], &[1, 9, 9, 1]);
+        let mut holder = Arc::try_unwrap(arc).ok().unwrap();
+        let back = holder.buf.take().unwrap();
+        assert_eq!(&back[3..7], &[1, 9, 9, 1]);
+        let (_, p, n) = place(Holder { buf: None }, |h| h.buf.as_mut());
+        assert!(p.is_null() && n == 0);
     }
 
     #[test]

@@ -10,7 +10,6 @@
 //! scatter/gather entries, atomics on a device without them and ranges outside
 //! a region are typed errors before anything reaches the device.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +23,9 @@ use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::{Error, Result};
 use crate::ffi::{self, Ptr};
 use crate::gid::{Gid, GidEntry};
-use crate::mr::{AccessFlags, Lease, LocalSlice, RemoteBuffer};
+use crate::mr::{AccessFlags, LocalSlice, RemoteBuffer};
 use crate::pd::ProtectionDomain;
+use crate::pending::{Leases, Pending, WrId, next_generation};
 use crate::port::{Mtu, c_enum};
 
 c_enum! {
@@ -76,56 +76,6 @@ impl Default for QpCapabilities {
     }
 }
 
-/// The wr_id carried through the device: bit 63 = receive queue, bit 62 =
-/// posted by the safe API, low 62 bits = sequence number.
-pub(crate) struct WrIdCodec;
-
-const RECV_BIT: u64 = 1 << 63;
-const TRACKED_BIT: u64 = 1 << 62;
-const SEQ_MASK: u64 = TRACKED_BIT - 1;
-
-impl WrIdCodec {
-    fn encode(recv: bool, seq: u64) -> u64 {
-        (if recv { RECV_BIT } else { 0 }) | TRACKED_BIT | (seq & SEQ_MASK)
-    }
-
-    /// `(receive queue, sequence)` of a tracked wr_id; `None` for a raw one.
-    pub(crate) fn decode(wr_id: u64) -> Option<(bool, u64)> {
-        (wr_id & TRACKED_BIT != 0).then_some((wr_id & RECV_BIT != 0, wr_id & SEQ_MASK))
-    }
-}
-
-/// A posted request: the caller's wr_id and the regions it holds.
-struct Entry {
-    seq: u64,
-    user: u64,
-    signaled: bool,
-    _leases: Vec<Arc<dyn Lease>>,
-}
-
-#[derive(Default)]
-struct Pending {
-    sq: VecDeque<Entry>,
-    rq: VecDeque<Entry>,
-    next_seq: u64,
-}
-
-/// Removes the entry `seq` (returning the caller's wr_id) and the unsignaled
-/// entries before it, which completed with it (a send queue completes in
-/// order). Signaled entries before it stay: their own completions release them.
-fn complete_in(q: &mut VecDeque<Entry>, seq: u64) -> Option<u64> {
-    while q.front().is_some_and(|f| f.seq < seq && !f.signaled) {
-        q.pop_front();
-    }
-    if q.front().is_some_and(|f| f.seq == seq) {
-        return q.pop_front().map(|e| e.user);
-    }
-    let pos = q.iter().position(|e| e.seq == seq)?;
-    let user = q.remove(pos).map(|e| e.user);
-    q.retain(|e| e.signaled || e.seq > seq);
-    user
-}
-
 pub(crate) enum QpOwner {
     /// Created with ibv_create_qp.
     Verbs,
@@ -136,51 +86,155 @@ pub(crate) enum QpOwner {
 pub(crate) struct QpShared {
     raw: Ptr<sys::ibv_qp>,
     qp_num: u32,
+    /// Unique to this QP in the process (see [`crate::pending`]).
+    generation: u32,
     pd: ProtectionDomain,
     send_cq: CompletionQueue,
     recv_cq: CompletionQueue,
+    /// What the device granted.
     caps: QpCapabilities,
+    /// What was asked: the most requests kept outstanding, and what the CQs
+    /// reserved.
+    requested: QpCapabilities,
     state: AtomicU32,
     port: AtomicU8,
-    pending: Mutex<Pending>,
+    posting: Mutex<Posting>,
     owner: QpOwner,
 }
 
-impl QpShared {
-    /// Called by the CQ for each completion of this QP: releases what the
-    /// finished request(s) held; returns the caller's wr_id.
-    pub(crate) fn complete(&self, decoded: Option<(bool, u64)>) -> Option<u64> {
-        let (recv, seq) = decoded?;
-        let mut p = self.pending.lock().ok()?;
-        if recv {
-            complete_in(&mut p.rq, seq)
-        } else {
-            complete_in(&mut p.sq, seq)
+/// What posting and completing need, under one lock: the outstanding
+/// requests and the buffers chains are built in.
+struct Posting {
+    pending: Pending,
+    scratch: Scratch,
+}
+
+/// Reused buffers for building request chains, so that posting does not
+/// allocate once they have grown. The raw pointers in them are only
+/// meaningful during one post call.
+#[derive(Default)]
+struct Scratch {
+    send: Vec<sys::ibv_send_wr>,
+    recv: Vec<sys::ibv_recv_wr>,
+    sges: Vec<sys::ibv_sge>,
+    /// Where each request's entries start in `sges`.
+    sge_start: Vec<usize>,
+}
+
+// SAFETY: the pointers in the work requests point into `sges` of the same
+// value and are rebuilt by every post call under the QP's lock.
+unsafe impl Send for Scratch {}
+
+impl Scratch {
+    fn clear(&mut self) {
+        self.send.clear();
+        self.recv.clear();
+        self.sges.clear();
+        self.sge_start.clear();
+    }
+
+    /// Appends one request's scatter/gather entries (their lengths were
+    /// checked to fit in 32 bits).
+    fn add_sges(&mut self, local: &[LocalSlice<'_>]) {
+        self.sge_start.push(self.sges.len());
+        self.sges.extend(local.iter().filter_map(|l| l.sge()));
+    }
+
+    /// (pointer, count) of request `i`'s entries; the vectors no longer grow.
+    fn sg_list(&mut self, i: usize) -> (*mut sys::ibv_sge, i32) {
+        let start = self.sge_start[i];
+        let end = self
+            .sge_start
+            .get(i + 1)
+            .copied()
+            .unwrap_or(self.sges.len());
+        if start == end {
+            return (std::ptr::null_mut(), 0);
+        }
+        (self.sges[start..end].as_mut_ptr(), (end - start) as i32)
+    }
+
+    /// Sets each send request's scatter/gather list and chains them.
+    fn link_send(&mut self) {
+        for i in 0..self.send.len() {
+            let (sg, n) = self.sg_list(i);
+            self.send[i].sg_list = sg;
+            self.send[i].num_sge = n;
+        }
+        for i in 1..self.send.len() {
+            let next: *mut sys::ibv_send_wr = &mut self.send[i];
+            self.send[i - 1].next = next;
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Pending> {
+    /// Sets each receive request's scatter/gather list and chains them.
+    fn link_recv(&mut self) {
+        for i in 0..self.recv.len() {
+            let (sg, n) = self.sg_list(i);
+            self.recv[i].sg_list = sg;
+            self.recv[i].num_sge = n;
+        }
+        for i in 1..self.recv.len() {
+            let next: *mut sys::ibv_recv_wr = &mut self.recv[i];
+            self.recv[i - 1].next = next;
+        }
+    }
+}
+
+/// The shares of the regions a request names, held until its completion.
+fn leases(local: &[LocalSlice<'_>]) -> Leases {
+    local.iter().map(|l| l.memory().lease()).collect()
+}
+
+impl QpShared {
+    /// Called by the CQ for each tracked completion of this QP: releases what
+    /// the finished request(s) held; returns the caller's wr_id.
+    pub(crate) fn complete(&self, id: WrId) -> Option<u64> {
+        self.lock().pending.complete(id)
+    }
+
+    pub(crate) fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Posting> {
         // A panic while holding the lock cannot leave Pending inconsistent
         // (plain pushes and pops), so a poisoned lock is still usable.
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        self.posting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Destroys the QP; `false` when the device refused (it may then still
+    /// use the memory of outstanding requests).
+    fn destroy(&self) -> bool {
+        match &self.owner {
+            QpOwner::Verbs => match ffi::verbs() {
+                // SAFETY: our QP, destroyed once.
+                Ok(lib) => unsafe { lib.ibv_destroy_qp(self.raw.0) == 0 },
+                Err(_) => false,
+            },
+            QpOwner::Cm(id) => crate::cm::destroy_qp(id, self.raw.0),
+        }
     }
 }
 
 impl Drop for QpShared {
     fn drop(&mut self) {
-        match &self.owner {
-            QpOwner::Verbs => {
-                if let Ok(lib) = ffi::verbs() {
-                    // SAFETY: our QP, destroyed once; the device stops using
-                    // its requests' memory, which is released after this
-                    // (the pending entries drop with the struct's fields).
-                    unsafe { lib.ibv_destroy_qp(self.raw.0) };
-                }
-            }
-            QpOwner::Cm(id) => crate::cm::destroy_qp(id),
+        // Stop routing completions here first: from now on a completion of
+        // this QP left in a CQ is stale and releases nothing.
+        self.send_cq.detach(self.generation);
+        self.recv_cq.detach(self.generation);
+        if self.destroy() {
+            // The device no longer touches the requests' memory: release it.
+            self.send_cq.unreserve(self.requested.max_send_wr);
+            self.recv_cq.unreserve(self.requested.max_recv_wr);
+        } else {
+            // The QP may live on in the device: keep every region it holds
+            // registered and allocated for ever rather than free memory the
+            // device may still write.
+            let mut g = self.lock();
+            g.pending.sq.leak();
+            g.pending.rq.leak();
         }
-        self.send_cq.detach(self.qp_num);
-        self.recv_cq.detach(self.qp_num);
     }
 }
 
@@ -255,11 +309,45 @@ impl SendOp {
     }
 }
 
+/// The scatter/gather entries of a request. One entry (the usual case) is
+/// kept inline, so that building a request does not allocate; no `Drop`
+/// impl, so a request that is never posted does not prolong its borrows.
+#[derive(Debug, Clone)]
+enum SgList<'a> {
+    One(LocalSlice<'a>),
+    Many(Vec<LocalSlice<'a>>),
+}
+
+impl<'a> SgList<'a> {
+    fn new(local: impl IntoIterator<Item = LocalSlice<'a>>) -> SgList<'a> {
+        let mut it = local.into_iter();
+        match (it.next(), it.next()) {
+            (None, _) => SgList::Many(Vec::new()),
+            (Some(a), None) => SgList::One(a),
+            (Some(a), Some(b)) => {
+                let mut v = vec![a, b];
+                v.extend(it);
+                SgList::Many(v)
+            }
+        }
+    }
+}
+
+impl<'a> std::ops::Deref for SgList<'a> {
+    type Target = [LocalSlice<'a>];
+    fn deref(&self) -> &[LocalSlice<'a>] {
+        match self {
+            SgList::One(s) => std::slice::from_ref(s),
+            SgList::Many(v) => v,
+        }
+    }
+}
+
 /// A send work request: an operation, local scatter/gather entries and flags.
 #[derive(Debug, Clone)]
 pub struct SendRequest<'a> {
     op: SendOp,
-    local: Vec<LocalSlice<'a>>,
+    local: SgList<'a>,
     wr_id: u64,
     signaled: bool,
     inline: bool,
@@ -272,7 +360,7 @@ impl<'a> SendRequest<'a> {
     pub fn new(op: SendOp, local: impl IntoIterator<Item = LocalSlice<'a>>) -> Self {
         SendRequest {
             op,
-            local: local.into_iter().collect(),
+            local: SgList::new(local),
             wr_id: 0,
             signaled: true,
             inline: false,
@@ -360,7 +448,7 @@ impl<'a> SendRequest<'a> {
 /// A receive work request: where an incoming SEND lands.
 #[derive(Debug, Clone)]
 pub struct RecvRequest<'a> {
-    local: Vec<LocalSlice<'a>>,
+    local: SgList<'a>,
     wr_id: u64,
 }
 
@@ -368,7 +456,7 @@ impl<'a> RecvRequest<'a> {
     /// Receive into the slices (in order).
     pub fn new(local: impl IntoIterator<Item = LocalSlice<'a>>) -> Self {
         RecvRequest {
-            local: local.into_iter().collect(),
+            local: SgList::new(local),
             wr_id: 0,
         }
     }
@@ -484,19 +572,33 @@ impl QueuePair {
             sq_sig_all: 0,
             ..Default::default()
         };
-        let (raw, owner) = match cm {
+        // Each CQ must hold a completion for every request that can be
+        // outstanding on the queues attached to it, or it overruns.
+        send_cq.reserve(caps.max_send_wr, "max_send_wr")?;
+        if let Err(e) = recv_cq.reserve(caps.max_recv_wr, "max_recv_wr") {
+            send_cq.unreserve(caps.max_send_wr);
+            return Err(e);
+        }
+        let created = match cm {
             None => {
                 // SAFETY: live PD and CQs of the same context; init is valid.
                 let qp = unsafe { lib.ibv_create_qp(pd.as_raw(), &mut init) };
                 if qp.is_null() {
-                    return Err(create_error(Error::last_os("ibv_create_qp"), caps));
+                    Err(create_error(Error::last_os("ibv_create_qp"), caps))
+                } else {
+                    Ok((qp, QpOwner::Verbs))
                 }
-                (qp, QpOwner::Verbs)
             }
-            Some(id) => {
-                let qp =
-                    crate::cm::create_qp(id, pd, &mut init).map_err(|e| create_error(e, caps))?;
-                (qp, QpOwner::Cm(id.clone()))
+            Some(id) => crate::cm::create_qp(id, pd, &mut init)
+                .map(|qp| (qp, QpOwner::Cm(id.clone())))
+                .map_err(|e| create_error(e, caps)),
+        };
+        let (raw, owner) = match created {
+            Ok(c) => c,
+            Err(e) => {
+                send_cq.unreserve(caps.max_send_wr);
+                recv_cq.unreserve(caps.max_recv_wr);
+                return Err(e);
             }
         };
         // SAFETY: raw is a live QP; init.cap now holds the granted sizes.
@@ -511,17 +613,22 @@ impl QueuePair {
         let inner = Arc::new(QpShared {
             raw: Ptr(raw),
             qp_num,
+            generation: next_generation(),
             pd: pd.clone(),
             send_cq: send_cq.clone(),
             recv_cq: recv_cq.clone(),
             caps: granted,
+            requested: *caps,
             state: AtomicU32::new(state),
             port: AtomicU8::new(1),
-            pending: Mutex::new(Pending::default()),
+            posting: Mutex::new(Posting {
+                pending: Pending::new(caps.max_send_wr as usize, caps.max_recv_wr as usize),
+                scratch: Scratch::default(),
+            }),
             owner,
         });
-        send_cq.attach(qp_num, Arc::downgrade(&inner));
-        recv_cq.attach(qp_num, Arc::downgrade(&inner));
+        send_cq.attach(inner.generation, Arc::downgrade(&inner));
+        recv_cq.attach(inner.generation, Arc::downgrade(&inner));
         Ok(QueuePair { inner })
     }
 
@@ -827,19 +934,17 @@ impl QueuePair {
 
     /// Posts one send request.
     pub fn post_send(&self, request: SendRequest<'_>) -> Result<()> {
-        self.post_send_batch([request])
+        self.post_send_batch(std::iter::once(request))
     }
 
     /// Posts send requests as one chain (one doorbell). All are checked
-    /// before any is posted.
+    /// before any is posted; a queue without room for all of them is
+    /// [`Error::QueueFull`] (poll completions and post again). In the steady
+    /// state posting allocates nothing.
     pub fn post_send_batch<'a>(
         &self,
         requests: impl IntoIterator<Item = SendRequest<'a>>,
     ) -> Result<()> {
-        let requests: Vec<SendRequest<'a>> = requests.into_iter().collect();
-        if requests.is_empty() {
-            return Ok(());
-        }
         let s = self.state();
         if s != QpState::Rts {
             return Err(Error::QpState {
@@ -849,86 +954,93 @@ impl QueuePair {
                 needed: "the QP must be RTS: connect it first",
             });
         }
-        for r in &requests {
-            self.check_send(r)?;
-        }
-        let mut sges: Vec<Vec<sys::ibv_sge>> = Vec::with_capacity(requests.len());
-        for r in &requests {
-            // Lengths were checked to fit in u32 by check_send.
-            sges.push(r.local.iter().filter_map(|l| l.sge()).collect());
-        }
-        let mut wrs: Vec<sys::ibv_send_wr> = Vec::with_capacity(requests.len());
-        let mut p = self.inner.lock();
-        let room = self.inner.caps.max_send_wr as usize;
-        if p.sq.len() + requests.len() > room {
-            return Err(Error::invalid(
-                "post_send",
-                format!(
-                    "the send queue is full ({} outstanding, room for {room}): poll completions first",
-                    p.sq.len()
-                ),
-            ));
-        }
+        let mut guard = self.inner.lock();
+        let Posting {
+            pending: p,
+            scratch: sc,
+        } = &mut *guard;
+        sc.clear();
         let first_seq = p.next_seq;
-        for (i, (r, sg)) in requests.iter().zip(sges.iter_mut()).enumerate() {
-            wrs.push(build_send_wr(
-                r,
-                sg,
-                WrIdCodec::encode(false, first_seq + i as u64),
-            ));
-        }
-        link_send(&mut wrs);
-        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: live QP; wrs is a valid chain whose sg_lists point into
-        // `sges` (alive across the call); the memory they name is registered
-        // and each region gets a lease below before the lock is released,
-        // before any completion can be processed.
-        let rc =
-            unsafe { sys::inline::ibv_post_send(self.inner.raw.0, wrs.as_mut_ptr(), &mut bad) };
-        let posted = posted_count(rc, bad, wrs.as_ptr(), wrs.len());
-        for (i, r) in requests.iter().take(posted).enumerate() {
-            p.sq.push_back(Entry {
-                seq: first_seq + i as u64,
-                user: r.wr_id,
-                signaled: r.signaled,
-                _leases: r.local.iter().map(|l| l.memory().lease()).collect(),
+        let mut n = 0usize;
+        let mut imm = false;
+        for r in requests {
+            let checked = self.check_send(&r).and_then(|()| {
+                if p.sq.has_room() {
+                    Ok(())
+                } else {
+                    Err(self.queue_full("send", p.sq.len(), p.sq.capacity()))
+                }
             });
-        }
-        p.next_seq = first_seq + requests.len() as u64;
-        drop(p);
-        if rc != 0 {
-            let imm = requests
-                .iter()
-                .any(|r| matches!(r.op, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..)));
-            let ctx = self.context();
-            if rc.abs() == libc::EINVAL && imm && ctx.transport() == Transport::Iwarp {
-                return Err(Error::Unsupported {
-                    feature: "immediate data (SEND/RDMA WRITE with immediate)".into(),
-                    device: Some(format!("{} (iWARP)", ctx.name())),
-                    hint: Some(format!(
-                        "{posted} of {} requests posted; follow the RDMA WRITE with a SEND instead",
-                        requests.len()
-                    )),
-                });
+            if let Err(e) = checked {
+                p.sq.unpush(n);
+                return Err(e);
             }
-            let e = Error::check("ibv_post_send", rc)
-                .err()
-                .unwrap_or(Error::verb("ibv_post_send", libc::EIO));
-            return Err(match e {
-                Error::Verb { verb, errno, hint } => Error::Verb {
-                    verb,
-                    errno,
-                    hint: Some(format!(
-                        "{} of {} requests posted{}",
-                        posted,
-                        requests.len(),
-                        hint.map(|h| format!("; {h}")).unwrap_or_default()
-                    )),
-                },
-                other => other,
-            });
+            sc.add_sges(&r.local);
+            sc.send.push(build_send_wr(
+                &r,
+                WrId::encode(false, self.inner.generation, first_seq + n as u64),
+            ));
+            imm |= matches!(r.op, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..));
+            p.sq.push(first_seq + n as u64, r.wr_id, r.signaled, leases(&r.local));
+            n += 1;
         }
-        Ok(())
+        if n == 0 {
+            return Ok(());
+        }
+        sc.link_send();
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: live QP; the chain in sc.send is valid and its sg_lists
+        // point into sc.sges, both alive across the call; the memory they name
+        // is registered, and each request already holds its regions (in
+        // `p.sq`), under the lock, before any completion can be processed.
+        let rc =
+            unsafe { sys::inline::ibv_post_send(self.inner.raw.0, sc.send.as_mut_ptr(), &mut bad) };
+        let posted = posted_count(rc, bad, sc.send.as_ptr(), n);
+        p.sq.unpush(n - posted);
+        p.next_seq = first_seq + n as u64;
+        drop(guard);
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(self.post_send_error(rc, imm, posted, n))
+    }
+
+    #[cold]
+    fn queue_full(&self, queue: &'static str, outstanding: usize, capacity: usize) -> Error {
+        Error::QueueFull {
+            queue,
+            qp_num: self.inner.qp_num,
+            outstanding,
+            capacity,
+        }
+    }
+
+    #[cold]
+    fn post_send_error(&self, rc: i32, imm: bool, posted: usize, n: usize) -> Error {
+        let ctx = self.context();
+        if rc.abs() == libc::EINVAL && imm && ctx.transport() == Transport::Iwarp {
+            return Error::Unsupported {
+                feature: "immediate data (SEND/RDMA WRITE with immediate)".into(),
+                device: Some(format!("{} (iWARP)", ctx.name())),
+                hint: Some(format!(
+                    "{posted} of {n} requests posted; follow the RDMA WRITE with a SEND instead"
+                )),
+            };
+        }
+        let e = Error::check("ibv_post_send", rc)
+            .err()
+            .unwrap_or(Error::verb("ibv_post_send", libc::EIO));
+        match e {
+            Error::Verb { verb, errno, hint } => Error::Verb {
+                verb,
+                errno,
+                hint: Some(format!(
+                    "{posted} of {n} requests posted{}",
+                    hint.map(|h| format!("; {h}")).unwrap_or_default()
+                )),
+            },
+            other => other,
+        }
     }
 
     fn check_send(&self, r: &SendRequest<'_>) -> Result<()> {
@@ -959,7 +1071,7 @@ impl QueuePair {
             )));
         }
         let mut total: u64 = 0;
-        for l in &r.local {
+        for l in r.local.iter() {
             if l.memory().pd_raw() != self.inner.pd.as_raw() {
                 return Err(bad(
                     "a local buffer is registered in another protection domain".into(),
@@ -979,7 +1091,9 @@ impl QueuePair {
             total += l.len() as u64;
         }
         if total > u64::from(u32::MAX) {
-            return Err(bad(format!("{total} bytes exceed the 2 GiB message limit")));
+            return Err(bad(format!(
+                "{total} bytes exceed the largest message, 4 GiB - 1"
+            )));
         }
         if r.inline {
             if !matches!(
@@ -1036,18 +1150,16 @@ impl QueuePair {
 
     /// Posts one receive request.
     pub fn post_recv(&self, request: RecvRequest<'_>) -> Result<()> {
-        self.post_recv_batch([request])
+        self.post_recv_batch(std::iter::once(request))
     }
 
-    /// Posts receive requests as one chain. Allowed from INIT on.
+    /// Posts receive requests as one chain. Allowed from INIT on. All are
+    /// checked before any is posted; [`Error::QueueFull`] when the receive
+    /// queue has no room for all of them.
     pub fn post_recv_batch<'a>(
         &self,
         requests: impl IntoIterator<Item = RecvRequest<'a>>,
     ) -> Result<()> {
-        let requests: Vec<RecvRequest<'a>> = requests.into_iter().collect();
-        if requests.is_empty() {
-            return Ok(());
-        }
         let s = self.state();
         // A QP made by RDMA CM may take receives before the CM moves it (on
         // iWARP the kernel does that during accept/connect).
@@ -1060,89 +1172,93 @@ impl QueuePair {
                 needed: "the QP must be at least INIT: connect it (or call to_init) first",
             });
         }
-        let caps = &self.inner.caps;
-        for r in &requests {
-            if r.local.len() > caps.max_recv_sge as usize {
-                return Err(Error::invalid(
-                    "post_recv",
-                    format!(
-                        "{} scatter/gather entries, the QP takes at most {}",
-                        r.local.len(),
-                        caps.max_recv_sge
-                    ),
-                ));
-            }
-            for l in &r.local {
-                if l.memory().pd_raw() != self.inner.pd.as_raw() {
-                    return Err(Error::invalid(
-                        "post_recv",
-                        "a buffer is registered in another protection domain",
-                    ));
-                }
-                if !l.memory().access().contains(AccessFlags::LOCAL_WRITE) {
-                    return Err(Error::invalid(
-                        "post_recv",
-                        "receive buffers must be registered with LOCAL_WRITE",
-                    ));
-                }
-                if l.sge().is_none() {
-                    return Err(Error::invalid(
-                        "post_recv",
-                        "a scatter/gather entry exceeds 4 GiB - 1",
-                    ));
-                }
-            }
-        }
-        let mut sges: Vec<Vec<sys::ibv_sge>> = requests
-            .iter()
-            .map(|r| r.local.iter().filter_map(|l| l.sge()).collect())
-            .collect();
-        let mut p = self.inner.lock();
-        let room = caps.max_recv_wr as usize;
-        if p.rq.len() + requests.len() > room {
-            return Err(Error::invalid(
-                "post_recv",
-                format!(
-                    "the receive queue is full ({} outstanding, room for {room}): poll completions first",
-                    p.rq.len()
-                ),
-            ));
-        }
+        let mut guard = self.inner.lock();
+        let Posting {
+            pending: p,
+            scratch: sc,
+        } = &mut *guard;
+        sc.clear();
         let first_seq = p.next_seq;
-        let mut wrs: Vec<sys::ibv_recv_wr> = sges
-            .iter_mut()
-            .enumerate()
-            .map(|(i, sg)| sys::ibv_recv_wr {
-                wr_id: WrIdCodec::encode(true, first_seq + i as u64),
+        let mut n = 0usize;
+        for r in requests {
+            let checked = self.check_recv(&r).and_then(|()| {
+                if p.rq.has_room() {
+                    Ok(())
+                } else {
+                    Err(self.queue_full("receive", p.rq.len(), p.rq.capacity()))
+                }
+            });
+            if let Err(e) = checked {
+                p.rq.unpush(n);
+                return Err(e);
+            }
+            sc.add_sges(&r.local);
+            sc.recv.push(sys::ibv_recv_wr {
+                wr_id: WrId::encode(true, self.inner.generation, first_seq + n as u64),
                 next: std::ptr::null_mut(),
-                sg_list: sg.as_mut_ptr(),
-                num_sge: sg.len() as i32,
-            })
-            .collect();
-        for i in 1..wrs.len() {
-            let next: *mut sys::ibv_recv_wr = &mut wrs[i];
-            wrs[i - 1].next = next;
+                sg_list: std::ptr::null_mut(),
+                num_sge: 0,
+            });
+            p.rq.push(first_seq + n as u64, r.wr_id, true, leases(&r.local));
+            n += 1;
         }
+        if n == 0 {
+            return Ok(());
+        }
+        sc.link_recv();
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: as in post_send_batch.
         let rc =
-            unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, wrs.as_mut_ptr(), &mut bad) };
+            unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, sc.recv.as_mut_ptr(), &mut bad) };
         let posted = if rc == 0 {
-            wrs.len()
+            n
         } else {
-            wrs.iter().position(|w| std::ptr::eq(w, bad)).unwrap_or(0)
+            // Not found in the chain: assume all were posted, so that their
+            // memory stays held until the QP is destroyed.
+            sc.recv
+                .iter()
+                .position(|w| std::ptr::eq(w, bad))
+                .unwrap_or(n)
         };
-        for (i, r) in requests.iter().take(posted).enumerate() {
-            p.rq.push_back(Entry {
-                seq: first_seq + i as u64,
-                user: r.wr_id,
-                signaled: true,
-                _leases: r.local.iter().map(|l| l.memory().lease()).collect(),
-            });
-        }
-        p.next_seq = first_seq + requests.len() as u64;
-        drop(p);
+        p.rq.unpush(n - posted);
+        p.next_seq = first_seq + n as u64;
+        drop(guard);
         Error::check("ibv_post_recv", rc)
+    }
+
+    fn check_recv(&self, r: &RecvRequest<'_>) -> Result<()> {
+        let caps = &self.inner.caps;
+        if r.local.len() > caps.max_recv_sge as usize {
+            return Err(Error::invalid(
+                "post_recv",
+                format!(
+                    "{} scatter/gather entries, the QP takes at most {}",
+                    r.local.len(),
+                    caps.max_recv_sge
+                ),
+            ));
+        }
+        for l in r.local.iter() {
+            if l.memory().pd_raw() != self.inner.pd.as_raw() {
+                return Err(Error::invalid(
+                    "post_recv",
+                    "a buffer is registered in another protection domain",
+                ));
+            }
+            if !l.memory().access().contains(AccessFlags::LOCAL_WRITE) {
+                return Err(Error::invalid(
+                    "post_recv",
+                    "receive buffers must be registered with LOCAL_WRITE",
+                ));
+            }
+            if l.sge().is_none() {
+                return Err(Error::invalid(
+                    "post_recv",
+                    "a scatter/gather entry exceeds 4 GiB - 1",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Posts a raw send chain, bypassing every check and all tracking (for
@@ -1162,8 +1278,8 @@ impl QueuePair {
 
     /// Requests posted and not yet completed: (send, receive).
     pub fn outstanding(&self) -> (usize, usize) {
-        let p = self.inner.lock();
-        (p.sq.len(), p.rq.len())
+        let g = self.inner.lock();
+        (g.pending.sq.len(), g.pending.rq.len())
     }
 }
 
@@ -1195,16 +1311,12 @@ fn check_24bit(what: &str, v: u32) -> Result<()> {
     Ok(())
 }
 
-fn build_send_wr(r: &SendRequest<'_>, sg: &mut [sys::ibv_sge], wr_id: u64) -> sys::ibv_send_wr {
+/// The work request of `r`, without its scatter/gather list (set by
+/// [`Scratch::link_send`]).
+fn build_send_wr(r: &SendRequest<'_>, wr_id: u64) -> sys::ibv_send_wr {
     let mut wr = sys::ibv_send_wr {
         wr_id,
         next: std::ptr::null_mut(),
-        sg_list: if sg.is_empty() {
-            std::ptr::null_mut()
-        } else {
-            sg.as_mut_ptr()
-        },
-        num_sge: sg.len() as i32,
         ..Default::default()
     };
     let mut flags = 0;
@@ -1275,15 +1387,9 @@ fn build_send_wr(r: &SendRequest<'_>, sg: &mut [sys::ibv_sge], wr_id: u64) -> sy
     wr
 }
 
-fn link_send(wrs: &mut [sys::ibv_send_wr]) {
-    for i in 1..wrs.len() {
-        let next: *mut sys::ibv_send_wr = &mut wrs[i];
-        wrs[i - 1].next = next;
-    }
-}
-
 /// How many requests of a chain were posted: all on success, those before
-/// `bad` on failure.
+/// `bad` on failure, and all when `bad` is not in the chain (the memory of a
+/// request that may have been posted must stay held).
 fn posted_count(
     rc: i32,
     bad: *const sys::ibv_send_wr,
@@ -1295,7 +1401,7 @@ fn posted_count(
     }
     (0..n)
         .find(|i| std::ptr::eq(first.wrapping_add(*i), bad))
-        .unwrap_or(0)
+        .unwrap_or(n)
 }
 
 /// A random 24-bit packet sequence number.
@@ -1359,53 +1465,18 @@ pub(crate) fn probe_max_inline(ctx: &Context) -> Result<u32> {
 mod tests {
     use super::*;
 
-    fn entry(seq: u64, signaled: bool) -> Entry {
-        Entry {
-            seq,
-            user: 100 + seq,
-            signaled,
-            _leases: Vec::new(),
-        }
-    }
-
     #[test]
-    fn wr_id_codec() {
-        let id = WrIdCodec::encode(true, 42);
-        assert_eq!(WrIdCodec::decode(id), Some((true, 42)));
+    fn posted_count_keeps_unknown_failures_held() {
+        let wrs = [sys::ibv_send_wr::default(), sys::ibv_send_wr::default()];
+        let first = wrs.as_ptr();
+        assert_eq!(posted_count(0, std::ptr::null(), first, 2), 2);
         assert_eq!(
-            WrIdCodec::decode(WrIdCodec::encode(false, 7)),
-            Some((false, 7))
+            posted_count(libc::ENOMEM, first.wrapping_add(1), first, 2),
+            1
         );
-        assert_eq!(WrIdCodec::decode(12345), None);
-    }
-
-    #[test]
-    fn in_order_completion() {
-        let mut q: VecDeque<Entry> = (0..4).map(|s| entry(s, true)).collect();
-        assert_eq!(complete_in(&mut q, 0), Some(100));
-        assert_eq!(complete_in(&mut q, 1), Some(101));
-        assert_eq!(q.len(), 2);
-    }
-
-    #[test]
-    fn unsignaled_complete_with_next_signaled() {
-        let mut q: VecDeque<Entry> = VecDeque::new();
-        q.push_back(entry(0, false));
-        q.push_back(entry(1, false));
-        q.push_back(entry(2, true));
-        q.push_back(entry(3, false));
-        assert_eq!(complete_in(&mut q, 2), Some(102));
-        assert_eq!(q.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
-    }
-
-    #[test]
-    fn out_of_order_processing_keeps_signaled() {
-        // Two pollers: seq 1's completion handled before seq 0's.
-        let mut q: VecDeque<Entry> = (0..3).map(|s| entry(s, true)).collect();
-        assert_eq!(complete_in(&mut q, 1), Some(101));
-        assert_eq!(complete_in(&mut q, 0), Some(100));
-        assert_eq!(complete_in(&mut q, 0), None);
-        assert_eq!(q.len(), 1);
+        assert_eq!(posted_count(libc::ENOMEM, first, first, 2), 0);
+        // `bad` outside the chain: maybe all were posted, keep them all held.
+        assert_eq!(posted_count(libc::EINVAL, std::ptr::null(), first, 2), 2);
     }
 
     #[test]

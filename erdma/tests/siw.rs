@@ -43,7 +43,7 @@ fn siw_attributes() {
     );
     // A GID-based modify_qp cannot connect iWARP: a typed error, not EINVAL.
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(16).unwrap();
+    let cq = ctx.create_cq(256).unwrap();
     let qp = pd
         .create_rc_qp(&cq, &cq, &QpCapabilities::default())
         .unwrap();
@@ -77,7 +77,7 @@ fn siw_cm_write_read_send() {
         let ctx = req.context().unwrap();
         assert_eq!(ctx.transport(), Transport::Iwarp);
         let pd = ctx.alloc_pd().unwrap();
-        let cq = ctx.create_cq(64).unwrap();
+        let cq = ctx.create_cq(256).unwrap();
         let qp = req
             .create_qp(&pd, &cq, &cq, &QpCapabilities::default())
             .unwrap();
@@ -89,7 +89,7 @@ fn siw_cm_write_read_send() {
                 AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
             )
             .unwrap();
-        exposed.as_mut_slice().unwrap()[n..].copy_from_slice(&pattern(n, 21));
+        exposed.write_at(n, &pattern(n, 21)).unwrap();
         let mut inbox = pd
             .register(vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
             .unwrap();
@@ -106,7 +106,7 @@ fn siw_cm_write_read_send() {
         assert_eq!((wc.wr_id, wc.byte_len), (1, 4096));
         assert_eq!(inbox.as_slice().unwrap(), &pattern(4096, 23)[..]);
         assert!(
-            exposed.as_slice().unwrap()[..n] == pattern(n, 22)[..],
+            exposed.to_vec()[..n] == pattern(n, 22)[..],
             "RDMA WRITE data"
         );
         // Server-initiated WRITE into the client's buffer.
@@ -130,11 +130,11 @@ fn siw_cm_write_read_send() {
     let ctx = id.context().unwrap();
     assert_eq!(ctx.transport(), Transport::Iwarp);
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(64).unwrap();
+    let cq = ctx.create_cq(256).unwrap();
     let qp = id
         .create_qp(&pd, &cq, &cq, &QpCapabilities::default())
         .unwrap();
-    let mut mine = pd
+    let mine = pd
         .register(
             vec![0u8; n],
             AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
@@ -201,7 +201,7 @@ fn siw_cm_write_read_send() {
     assert!(e.to_string().contains("max_sge_rd"), "{e}");
     assert!(eight.as_mut_slice().is_ok());
     done_rx.recv_timeout(T).unwrap();
-    assert_eq!(&mine.as_slice().unwrap()[..1000], &pattern(1000, 24)[..]);
+    assert_eq!(&mine.to_vec()[..1000], &pattern(1000, 24)[..]);
     eprintln!(
         "siw CM connect + 2 MiB write/read + send: {:?}",
         t0.elapsed()
@@ -219,7 +219,7 @@ fn siw_cm_errors() {
     let id = CmId::resolve((ip[1], 7999).into(), Some((ip[0], 0).into()), T).unwrap();
     let ctx = id.context().unwrap();
     let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx.create_cq(16).unwrap();
+    let cq = ctx.create_cq(512).unwrap();
     let qp = id
         .create_qp(&pd, &cq, &cq, &QpCapabilities::default())
         .unwrap();

@@ -66,6 +66,8 @@ driver_table! {
     cuMemGetInfo_v2(*mut usize, *mut usize);
     cuMemAlloc_v2(*mut CUdeviceptr, usize);
     cuMemFree_v2(CUdeviceptr);
+    cuMemGetAddressRange_v2(*mut CUdeviceptr, *mut usize, CUdeviceptr);
+    cuMemGetHandleForAddressRange(*mut c_void, CUdeviceptr, usize, c_uint, c_ulonglong);
     cuMemsetD8Async(CUdeviceptr, c_uchar, usize, CUstream);
     cuMemcpyHtoDAsync_v2(CUdeviceptr, *const c_void, usize, CUstream);
     cuMemcpyDtoHAsync_v2(*mut c_void, CUdeviceptr, usize, CUstream);

@@ -227,6 +227,55 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Ok(())
     }
 
+    /// Exports the pages holding this buffer as a dma-buf
+    /// (`cuMemGetHandleForAddressRange`), for NICs that register device memory that way
+    /// (`ibv_reg_dmabuf_mr`); returns the file descriptor and the buffer's offset in it. The
+    /// dma-buf covers whole host pages of the allocation around the buffer. Fails with the
+    /// driver's error on GPUs or drivers without dma-buf support
+    /// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`).
+    pub fn export_dmabuf(&self) -> Result<(std::os::fd::OwnedFd, u64)> {
+        use std::os::fd::FromRawFd;
+        let bytes = self.byte_len();
+        if bytes == 0 {
+            return Err(CudaError::invalid("cannot export an empty buffer"));
+        }
+        self.device.bind()?;
+        let d = driver()?;
+        let (mut base, mut size): (CUdeviceptr, usize) = (0, 0);
+        // SAFETY: the context is current; the driver writes the base and size of the
+        // allocation holding this live buffer.
+        check("cuMemGetAddressRange_v2", unsafe {
+            (d.cuMemGetAddressRange_v2)(&mut base, &mut size, self.ptr.0)
+        })?;
+        // The range must be whole host pages, inside the allocation.
+        let page = page_size() as u64;
+        let start = self.ptr.0 / page * page;
+        let end = (self.ptr.0 + bytes as u64).div_ceil(page) * page;
+        let end = end.min(base + size as u64);
+        let mut fd: std::ffi::c_int = -1;
+        // SAFETY: the context is current; the range lies in this live allocation; the driver
+        // writes one int (CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1).
+        check("cuMemGetHandleForAddressRange", unsafe {
+            (d.cuMemGetHandleForAddressRange)(
+                (&mut fd as *mut std::ffi::c_int).cast(),
+                start,
+                (end - start) as usize,
+                1,
+                0,
+            )
+        })?;
+        if fd < 0 {
+            return Err(CudaError::invalid(
+                "cuMemGetHandleForAddressRange returned no descriptor",
+            ));
+        }
+        // SAFETY: the driver created this descriptor for us; nobody else owns it.
+        Ok((
+            unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            self.ptr.0 - start,
+        ))
+    }
+
     /// Enqueues setting every byte to `value` on `stream`.
     pub fn fill_bytes(&mut self, value: u8, stream: &Stream) -> Result<()> {
         let all = 0..self.byte_len();
@@ -329,6 +378,12 @@ impl<T: DeviceRepr> Drop for DeviceBuffer<T> {
             Dealloc::Custom(free) => free(self.ptr),
         }
     }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
 }
 
 fn as_bytes<T: DeviceRepr>(s: &[T]) -> &[u8] {

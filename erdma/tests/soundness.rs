@@ -1,0 +1,325 @@
+//! The soundness holes of the safe API that can only be closed at run time,
+//! each exercised with real devices (run in the rig: rxe0<->rxe1,
+//! siw0<->siw1). The ones closed at compile time are in tests/ui/.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::*;
+use erdma::cm::CmId;
+use erdma::*;
+
+fn caps(send: u32, recv: u32) -> QpCapabilities {
+    QpCapabilities {
+        max_send_wr: send,
+        max_recv_wr: recv,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    }
+}
+
+fn siw_dev() -> String {
+    let r = rig();
+    r.siw
+        .expect("the rig has siw0/siw1 (rig/vm.sh without --no-siw)")[0]
+        .clone()
+}
+
+/// A region a peer may write is never lent out as a slice: the owner reads
+/// it by copies while the peer's RDMA WRITEs land, and sees the final data
+/// once the writes are complete.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn remote_writes_while_owner_reads() {
+    let r = rig();
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps(64, 64));
+    let n = 64 * 1024;
+    let exposed =
+        b.pd.register(
+            AlignedBuffer::new(n).unwrap(),
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let mut exposed = exposed;
+    assert!(exposed.is_remotely_writable());
+    assert!(matches!(
+        exposed.as_slice(),
+        Err(Error::RemotelyWritable { .. })
+    ));
+    assert!(matches!(
+        exposed.as_mut_slice(),
+        Err(Error::RemotelyWritable { .. })
+    ));
+    let remote = exposed.remote();
+    let exposed = Arc::new(exposed);
+    let stop = Arc::new(AtomicBool::new(false));
+    // The owner keeps reading while the writes land.
+    let reader = {
+        let (exposed, stop) = (exposed.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            let mut buf = vec![0u8; n];
+            while !stop.load(Ordering::Acquire) {
+                exposed.read_at(0, &mut buf).unwrap();
+                reads += 1;
+            }
+            reads
+        })
+    };
+    let rounds = 40u64;
+    let mut last = Vec::new();
+    for i in 0..rounds {
+        last = pattern(n, 100 + i);
+        let src = a.pd.register(last.clone(), AccessFlags::empty()).unwrap();
+        a.qp.post_send(SendRequest::write([src.all()], remote).wr_id(i))
+            .unwrap();
+        // On RC the requester's completion means the data is placed.
+        assert_eq!(one(&a.cq).wr_id, i);
+    }
+    stop.store(true, Ordering::Release);
+    let reads = reader.join().unwrap();
+    assert!(reads > 0);
+    assert!(
+        exposed.to_vec() == last,
+        "the last WRITE is what the copy sees"
+    );
+    let mut tail = [0u8; 100];
+    exposed.read_at(n - 100, &mut tail).unwrap();
+    assert_eq!(&tail[..], &last[n - 100..]);
+    assert!(exposed.read_at(n - 99, &mut tail).is_err(), "range checked");
+    // Taking the buffer back deregisters it: then it is plain memory.
+    let exposed = Arc::try_unwrap(exposed).unwrap();
+    let buf: AlignedBuffer = exposed.into_inner().unwrap();
+    assert!(buf[..] == last[..]);
+    eprintln!("{rounds} RDMA WRITEs of {n} B landed during {reads} reads by copy");
+}
+
+/// QP numbers are reused at once (siw hands out the lowest free one). A
+/// completion of a dropped QP left in the CQ must not release the holds of
+/// the new QP that got its number: the new QP's receive buffer stays held.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn stale_completion_of_dropped_qp_is_ignored() {
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let init = InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    };
+    let old = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+    old.to_init(&init).unwrap();
+    let r1 = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    old.post_recv(RecvRequest::new([r1.all()]).wr_id(1))
+        .unwrap();
+    // ERR flushes the receive: its completion now waits in the CQ, unpolled.
+    old.to_error().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let old_num = old.qp_num();
+    drop(old);
+    let new = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+    assert_eq!(
+        new.qp_num(),
+        old_num,
+        "siw reuses the lowest free QP number (the case this test is about)"
+    );
+    new.to_init(&init).unwrap();
+    let mut r2 = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    new.post_recv(RecvRequest::new([r2.all()]).wr_id(2))
+        .unwrap();
+    assert_eq!(r2.in_flight(), 1);
+    // Poll the stale completion: it must not be taken for the new QP's.
+    let mut wcs = [WorkCompletion::default(); 8];
+    let mut stale = 0;
+    for _ in 0..20 {
+        stale += cq.poll(&mut wcs).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(stale, 0, "the dropped QP's completion is not reported");
+    assert_eq!(
+        r2.in_flight(),
+        1,
+        "the new QP's receive still holds its buffer"
+    );
+    assert!(matches!(r2.as_mut_slice(), Err(Error::Busy { .. })));
+    assert_eq!(new.outstanding(), (0, 1));
+    // The new QP's own completion releases it.
+    new.to_error().unwrap();
+    let wc = cq.collect(1, T).unwrap()[0];
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::WrFlushErr));
+    assert_eq!(r2.in_flight(), 0);
+    assert!(r2.as_mut_slice().is_ok());
+}
+
+/// Clones of one CM id on two threads race to create its QP, many times:
+/// exactly one wins each time, and dropping the winner frees the id for the
+/// next round (no double destroy, no QP destroyed by a value that did not
+/// create it).
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn create_qp_race_on_cloned_cm_ids() {
+    let r = rig();
+    let id = CmId::resolve((r.rxe_ip[1], 7311).into(), Some((r.rxe_ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(1024).unwrap();
+    let rounds = 50;
+    for round in 0..rounds {
+        let barrier = Arc::new(Barrier::new(2));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let (id, pd, cq, barrier) = (id.clone(), pd.clone(), cq.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    id.create_qp(&pd, &cq, &cq, &caps(8, 8))
+                })
+            })
+            .collect();
+        let results: Vec<Result<QueuePair>> =
+            handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "round {round}: exactly one QP per id");
+        for r in &results {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+                assert!(e.to_string().contains("already has a QP"), "{e}");
+            }
+        }
+        drop(results);
+        assert_eq!(
+            cq.reserved(),
+            0,
+            "round {round}: the loser reserved nothing"
+        );
+    }
+    // The id is still usable after all that.
+    let qp = id.create_qp(&pd, &cq, &cq, &caps(8, 8)).unwrap();
+    assert_eq!(cq.reserved(), 16);
+    drop(qp);
+    eprintln!("{rounds} rounds of two threads racing create_qp on one CM id");
+}
+
+/// A chain the device refuses part way keeps the holds of what was posted:
+/// libsiw refuses a receive without a buffer, after the valid one before it.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn holds_kept_after_failed_post() {
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+    qp.to_init(&InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    })
+    .unwrap();
+    let mut r = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let e = qp
+        .post_recv_batch([
+            RecvRequest::new([r.all()]).wr_id(1),
+            RecvRequest::new([]).wr_id(2),
+        ])
+        .unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EINVAL), "{e}");
+    assert_eq!(qp.outstanding(), (0, 1), "the first receive was posted");
+    assert_eq!(r.in_flight(), 1);
+    assert!(matches!(r.as_mut_slice(), Err(Error::Busy { .. })));
+    qp.to_error().unwrap();
+    let wc = cq.collect(1, T).unwrap()[0];
+    assert_eq!(wc.wr_id, 1);
+    assert_eq!(r.in_flight(), 0);
+}
+
+/// perftest's pattern: a run of unsignaled requests closed by a signaled
+/// one whose completion releases them all never fills the queue; a queue
+/// that is really full is a typed error.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn unsignaled_runs_and_full_queue() {
+    let r = rig();
+    let depth = 16;
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps(depth, 4));
+    let src =
+        a.pd.register(pattern(256, 3), AccessFlags::empty())
+            .unwrap();
+    let dst =
+        b.pd.register(
+            vec![0u8; 256],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    for round in 0..30u64 {
+        for i in 0..depth {
+            let w = SendRequest::write([src.all()], dst.remote()).wr_id(round);
+            let w = if i + 1 == depth { w } else { w.unsignaled() };
+            a.qp.post_send(w).unwrap();
+        }
+        assert_eq!(one(&a.cq).wr_id, round);
+        assert_eq!(a.qp.outstanding().0, 0, "round {round}");
+    }
+    for _ in 0..depth - 1 {
+        a.qp.post_send(SendRequest::write([src.all()], dst.remote()).unsignaled())
+            .unwrap();
+    }
+    a.qp.post_send(SendRequest::write([src.all()], dst.remote()).wr_id(99))
+        .unwrap();
+    let e =
+        a.qp.post_send(SendRequest::write([src.all()], dst.remote()))
+            .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QueueFull {
+                queue: "send",
+                outstanding: 16,
+                capacity: 16,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(one(&a.cq).wr_id, 99);
+    assert_eq!(src.in_flight(), 0);
+    assert!(dst.to_vec() == pattern(256, 3));
+}
+
+/// A CQ must hold every completion its queues can have outstanding: a QP
+/// that would overrun it is refused with the size to use, and dropping a QP
+/// gives its share back.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn cq_too_small_is_refused() {
+    let r = rig();
+    let ctx = Context::open(&r.rxe[0]).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let entries = cq.entries() as u64;
+    let room = u32::try_from(entries / 2).unwrap();
+    let first = pd.create_rc_qp(&cq, &cq, &caps(room, room)).unwrap();
+    assert_eq!(cq.reserved(), 2 * u64::from(room));
+    let e = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert!(e.to_string().contains("create the CQ with at least"), "{e}");
+    assert_eq!(
+        cq.reserved(),
+        2 * u64::from(room),
+        "a refused QP reserves nothing"
+    );
+    drop(first);
+    assert_eq!(cq.reserved(), 0);
+    let _second = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+}
