@@ -231,7 +231,7 @@ fn csv_rows_per_size_and_placement() {
     );
     assert_eq!(&recs[0][16], "2", "two threads, two ranks");
     assert!(
-        recs[0][18].len() > 0 && recs[0][20].ends_with('Z'),
+        !recs[0][18].is_empty() && recs[0][20].ends_with('Z'),
         "{:?}",
         recs[0]
     );

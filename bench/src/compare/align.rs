@@ -6,7 +6,9 @@
 //! baseline's time over the run's time; between runs with different rank
 //! counts (where time is not comparable but bus bandwidth is) and for
 //! bandwidth tests without a time (perftest), the run's bus bandwidth over
-//! the baseline's.
+//! the baseline's (for nccl-tests' collectives computed from the times and
+//! element counts, so small sizes whose printed busbw is `0.01` compare
+//! exactly).
 
 use super::model::{GroupKey, Measure, Placement, Run};
 use std::collections::{BTreeSet, HashMap};
@@ -66,16 +68,42 @@ pub enum Which {
 
 impl Which {
     fn keeps(self, p: Placement) -> bool {
-        match (self, p) {
-            (_, Placement::None) | (Which::Both, _) => true,
-            (Which::Out, Placement::OutOfPlace) | (Which::In, Placement::InPlace) => true,
-            _ => false,
-        }
+        matches!(
+            (self, p),
+            (_, Placement::None)
+                | (Which::Both, _)
+                | (Which::Out, Placement::OutOfPlace)
+                | (Which::In, Placement::InPlace)
+        )
     }
 }
 
-/// The speed ratio of `run` to `base` (see the module doc).
-pub fn ratio(base: &Measure, run: &Measure, same_ranks: bool) -> Option<f64> {
+/// nccl-tests' bus bandwidth per (element x second), up to the type size,
+/// for a test named like its binary (`all_reduce_perf`) on `n` ranks.
+fn bus_per_element(collective: &str, n: u64) -> Option<f64> {
+    let want: String = collective
+        .strip_suffix("_perf")?
+        .chars()
+        .filter(|&c| c != '_')
+        .collect();
+    let c = crate::nccltests::colls::ALL
+        .iter()
+        .find(|c| c.name.eq_ignore_ascii_case(&want))?;
+    let n = usize::try_from(n).ok()?;
+    Some((c.alg_bytes_factor)(n) * (c.bus_factor)(n))
+}
+
+/// The speed ratio of `run` to `base` (see the module doc). `ranks`: the
+/// two runs' rank counts, when known. Between different rank counts the
+/// bus bandwidth ratio is computed from the times and element counts where
+/// the test is one of nccl-tests' (exact, where the printed busbw has two
+/// decimals), else from the bus bandwidths.
+pub fn ratio(
+    collective: &str,
+    base: &Measure,
+    run: &Measure,
+    ranks: Option<(u64, u64)>,
+) -> Option<f64> {
     let pos = |v: Option<f64>| v.filter(|x| *x > 0.0 && x.is_finite());
     let by_time = match (pos(base.time_us), pos(run.time_us)) {
         (Some(b), Some(r)) => Some(b / r),
@@ -85,10 +113,19 @@ pub fn ratio(base: &Measure, run: &Measure, same_ranks: bool) -> Option<f64> {
         (Some(b), Some(r)) => Some(r / b),
         _ => None,
     };
-    if same_ranks {
-        by_time.or(by_bw)
-    } else {
-        by_bw.or(by_time)
+    match ranks {
+        Some((nb, nr)) if nb != nr => {
+            let exact = (|| {
+                let (fb, fr) = (
+                    bus_per_element(collective, nb)?,
+                    bus_per_element(collective, nr)?,
+                );
+                let (cb, cr) = (base.count? as f64, run.count? as f64);
+                (cb > 0.0 && fb > 0.0).then(|| by_time.map(|t| t * (cr * fr) / (cb * fb)))?
+            })();
+            exact.or(by_bw).or(by_time)
+        }
+        _ => by_time.or(by_bw),
     }
 }
 
@@ -131,7 +168,12 @@ pub fn build(runs: &[Run], baseline: usize, which: Which, collectives: &[String]
             cells.insert((g, row.key.size, i), &row.m);
         }
     }
-    let ranks = |i: usize| runs[i].context.get("ranks").map(str::to_string);
+    let ranks = |i: usize| {
+        runs[i]
+            .context
+            .get("ranks")
+            .and_then(|r| r.parse::<u64>().ok())
+    };
     let groups = order
         .into_iter()
         .map(|g| {
@@ -144,10 +186,8 @@ pub fn build(runs: &[Run], baseline: usize, which: Which, collectives: &[String]
                             let m = cells.get(&(g.clone(), size, i))?;
                             let ratio = match base {
                                 Some(b) if i != baseline => {
-                                    let same = ranks(i).is_none()
-                                        || ranks(baseline).is_none()
-                                        || ranks(i) == ranks(baseline);
-                                    ratio(b, m, same)
+                                    let pair = ranks(baseline).zip(ranks(i));
+                                    ratio(&g.collective, b, m, pair)
                                 }
                                 _ => None,
                             };
@@ -251,6 +291,7 @@ mod tests {
 
     fn m(t: f64, bw: f64) -> Measure {
         Measure {
+            count: None,
             time_us: Some(t),
             algbw: Some(bw),
             busbw: Some(bw),
@@ -312,7 +353,7 @@ mod tests {
         assert_eq!(lines[0].cells[1].as_ref().unwrap().ratio, Some(0.5));
         assert_eq!(lines[1].cells[1].as_ref().unwrap().ratio, Some(2.0));
         assert_eq!(lines[1].cells[0].as_ref().unwrap().ratio, None);
-        // different rank counts: by bus bandwidth.
+        // different rank counts: by bus bandwidth (no element counts here).
         assert_eq!(lines[1].cells[2].as_ref().unwrap().ratio, Some(1.5));
         // the baseline lacks 4096: no ratio; c lacks 8.
         assert_eq!(lines[2].cells[1].as_ref().unwrap().ratio, None);
@@ -333,6 +374,33 @@ mod tests {
         assert_eq!(both.groups[1].key.placement, InPlace);
         let b0 = build(&runs, 1, Which::Out, &["nothing".to_string()]);
         assert!(b0.groups.is_empty());
+    }
+
+    #[test]
+    fn exact_bus_bandwidth_ratio_across_rank_counts() {
+        // all_reduce: busbw = count x size x 2(n-1)/n / time.
+        let at = |count, t| Measure {
+            count: Some(count),
+            time_us: Some(t),
+            busbw: Some(0.01),
+            ..Measure::default()
+        };
+        let r = ratio("all_reduce_perf", &at(2, 10.0), &at(2, 20.0), Some((2, 16)));
+        let expect = 0.5 * (2.0 * 15.0 / 16.0) / (2.0 * 1.0 / 2.0);
+        assert!((r.unwrap() - expect).abs() < 1e-12, "{r:?}");
+        // all_gather: the count is per rank.
+        let r = ratio("all_gather_perf", &at(8, 10.0), &at(4, 10.0), Some((2, 4)));
+        let expect = (4.0 * 4.0 * 0.75) / (8.0 * 2.0 * 0.5);
+        assert!((r.unwrap() - expect).abs() < 1e-12, "{r:?}");
+        // Not an nccl-tests test: the printed bus bandwidths.
+        assert_eq!(
+            ratio("RDMA_Write BW", &at(1, 1.0), &at(1, 2.0), Some((1, 2))),
+            Some(1.0)
+        );
+        assert_eq!(
+            ratio("all_reduce_perf", &at(2, 10.0), &at(2, 20.0), Some((4, 4))),
+            Some(0.5)
+        );
     }
 
     #[test]

@@ -92,6 +92,8 @@ impl fmt::Display for GroupKey {
 /// tests print no time, its latency tests no bandwidth).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Measure {
+    /// Element count (nccl-tests' count column).
+    pub count: Option<u64>,
     /// Time per operation, microseconds (perftest latency: t_typical).
     pub time_us: Option<f64>,
     /// Algorithm bandwidth, GB/s (10^9 bytes per second).
@@ -235,6 +237,7 @@ impl Run {
                 let ms = &groups[&key];
                 let pick = |f: fn(&Measure) -> Option<f64>| median(ms.iter().filter_map(f));
                 let m = Measure {
+                    count: ms[0].count,
                     time_us: pick(|m| m.time_us),
                     algbw: pick(|m| m.algbw),
                     busbw: pick(|m| m.busbw),

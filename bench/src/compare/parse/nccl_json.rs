@@ -114,6 +114,7 @@ fn rows_of(r: &Value, collective: &str) -> Vec<Row> {
                 size,
             },
             m: Measure {
+                count: r.get("count").and_then(Value::as_u64),
                 time_us: num(p.get("time")).or_else(|| num(p.get("cpu_time"))),
                 algbw: num(p.get("alg_bw")),
                 busbw: num(p.get("bus_bw")),

@@ -162,6 +162,7 @@ fn parse_row(h: &Header, collective: &str, text: &str) -> RowParse {
         };
         let m = match (get(t), get(a), get(b), get(w)) {
             (Ok(time_us), Ok(algbw), Ok(busbw), Ok(wrong)) => Measure {
+                count: col("count").and_then(|c| c.parse().ok()),
                 time_us,
                 algbw,
                 busbw,

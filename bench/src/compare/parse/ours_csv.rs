@@ -107,6 +107,9 @@ pub fn parse(path: &str, text: &str) -> Result<Run, ParseError> {
                 size,
             },
             m: Measure {
+                count: col("count")
+                    .and_then(|i| rec.get(i))
+                    .and_then(|c| c.trim().parse().ok()),
                 time_us: float(c_time)?,
                 algbw: float(c_alg)?,
                 busbw: float(c_bus)?,

@@ -74,6 +74,7 @@ fn parse_row(t: Table, test: &str, l: &str) -> Result<Option<Row>, String> {
             };
             let bw = v[1] * to_gbs;
             Measure {
+                count: None,
                 time_us: None,
                 algbw: Some(bw),
                 busbw: Some(bw),

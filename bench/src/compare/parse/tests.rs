@@ -234,7 +234,7 @@ fn killed_run_is_read_up_to_its_last_complete_row() {
     // Nothing complete at all is an error.
     let e = parse(
         "early.txt",
-        h200[..h200.find("# Using").unwrap()].as_bytes(),
+        &h200.as_bytes()[..h200.find("# Using").unwrap()],
     )
     .unwrap_err();
     assert!(e.msg.starts_with("no result rows"), "{e}");
