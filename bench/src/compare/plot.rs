@@ -234,6 +234,13 @@ where
     let hi2 = ((hi as f64).log2().ceil() as i32).max(lo2 + 1);
     let top = if top > 0.0 { top * 1.12 } else { 1.0 };
     let x = SizeAxis { lo: lo2, hi: hi2 };
+    // Enough decimals that the y labels differ (perftest over Soft-RoCE
+    // moves a few MB/s).
+    let decimals = if top >= 10.0 {
+        0
+    } else {
+        (1.0 - top.log10()).ceil().clamp(1.0, 6.0) as usize
+    };
     let mut chart = ChartBuilder::on(&area)
         .caption(title, ("sans-serif", 26))
         .margin(20)
@@ -245,7 +252,7 @@ where
         .configure_mesh()
         .x_desc("message size (log2 scale)")
         .y_desc("bus bandwidth (GB/s)")
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.decimals$}"))
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 18))
         .draw()
