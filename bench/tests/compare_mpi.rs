@@ -78,7 +78,7 @@ fn two_mpi_runs_side_by_side() {
     assert_eq!(sizes, ["1 KiB", "4 KiB", "16 KiB", "64 KiB"], "{out}");
     // What differs between the runs' contexts: NCCL_ALGO.
     let env = out.lines().find(|l| l.starts_with("#   env")).expect(&out);
-    assert!(env.contains("[1] - [2] NCCL_ALGO=Ring"), "{env}");
+    assert!(env.contains("[1] (none) [2] NCCL_ALGO=Ring"), "{env}");
     assert!(
         out.contains("#   ranks") && out.contains("#   backend"),
         "{out}"

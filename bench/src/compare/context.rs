@@ -8,9 +8,12 @@ use super::model::Run;
 pub struct Diff {
     /// Keys with the same value in every run.
     pub common: Vec<(String, String)>,
-    /// Keys whose value differs (or is missing in some runs): one value
-    /// per run.
+    /// Keys with different values: one value per run (None: the file does
+    /// not say).
     pub differs: Vec<(String, Vec<Option<String>>)>,
+    /// Keys with one value where known, unknown for some runs (a text log
+    /// records less than a JSON file).
+    pub partial: Vec<(String, Vec<Option<String>>)>,
 }
 
 /// Compares the runs' contexts, keys in order of first appearance.
@@ -29,10 +32,12 @@ pub fn diff(runs: &[Run]) -> Diff {
             .iter()
             .map(|r| r.context.get(k).map(String::from))
             .collect();
-        match vals.first() {
-            Some(Some(v)) if vals.iter().all(|x| x.as_deref() == Some(v)) => {
-                d.common.push((k.to_string(), v.clone()));
-            }
+        let mut known: Vec<&String> = vals.iter().flatten().collect();
+        known.dedup();
+        let all_known = vals.iter().all(Option::is_some);
+        match known.as_slice() {
+            [one] if all_known => d.common.push((k.to_string(), (*one).clone())),
+            [_] => d.partial.push((k.to_string(), vals)),
             _ => d.differs.push((k.to_string(), vals)),
         }
     }
@@ -53,13 +58,18 @@ mod tests {
         b.context.set("gpu", "NVIDIA H200");
         b.context.set("nccl", "2.28.9");
         b.context.set("env", "NCCL_IB_GID_INDEX=1");
-        let d = diff(&[a, b]);
+        let mut c = Run::new("c", Format::NcclJson);
+        c.context.set("gpu", "NVIDIA H200");
+        c.context.set("env", "NCCL_IB_GID_INDEX=1");
+        let d = diff(&[a, b, c]);
         assert_eq!(d.common, [("gpu".to_string(), "NVIDIA H200".to_string())]);
-        assert_eq!(d.differs.len(), 2);
+        assert_eq!(d.differs.len(), 1);
         assert_eq!(d.differs[0].0, "nccl");
+        assert_eq!(d.differs[0].1[2], None);
+        let env = Some("NCCL_IB_GID_INDEX=1".to_string());
         assert_eq!(
-            d.differs[1].1,
-            [None, Some("NCCL_IB_GID_INDEX=1".to_string())]
+            d.partial,
+            [("env".to_string(), vec![None, env.clone(), env])]
         );
     }
 }

@@ -120,8 +120,10 @@ pub struct Row {
 /// The formats erdma-compare reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// nccl-tests' `-J` JSON (schema 3), ours included (extra `erdma` key).
+    /// nccl-tests' `-J` JSON (schema 3).
     NcclJson,
+    /// Ours: nccl-tests' schema plus the `erdma` key.
+    OursJson,
     /// Our `--csv`.
     OursCsv,
     /// nccl-tests' stdout, 2.13 and later (`#wrong` columns).
@@ -137,6 +139,7 @@ impl Format {
     pub fn name(self) -> &'static str {
         match self {
             Format::NcclJson => "nccl-tests JSON",
+            Format::OursJson => "erdma-bench JSON",
             Format::OursCsv => "erdma-bench CSV",
             Format::NcclText => "nccl-tests log",
             Format::NcclTextOld => "nccl-tests log (before 2.13)",

@@ -101,7 +101,7 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Vec<Run>, ParseError> {
     let format = detect(bytes)?;
     let text = String::from_utf8_lossy(bytes);
     let runs = match format {
-        Format::NcclJson => vec![nccl_json::parse(path, &text)?],
+        Format::NcclJson | Format::OursJson => vec![nccl_json::parse(path, &text)?],
         Format::OursCsv => vec![ours_csv::parse(path, &text)?],
         Format::NcclText | Format::NcclTextOld => nccl_text::parse(path, &text)?,
         Format::Perftest => perftest::parse(path, &text)?,

@@ -129,9 +129,9 @@ fn context(run: &mut Run, obj: &serde_json::Map<String, Value>) {
     let ctx = &mut run.context;
     let e = obj.get("erdma");
     let es = |k: &str| e.and_then(|e| e.get(k)).and_then(Value::as_str);
-    if let Some(v) = es("version") {
-        ctx.set("tool", format!("erdma-bench {v}"));
-        run.format = Format::NcclJson;
+    if e.is_some() {
+        ctx.set("tool", "erdma-bench");
+        run.format = Format::OursJson;
     }
     if let Some(b) = es("backend") {
         ctx.set("backend", b);
@@ -237,7 +237,13 @@ fn context(run: &mut Run, obj: &serde_json::Map<String, Value>) {
             v
         }
     };
-    ctx.set("env", env.join(" "));
+    // The file records the environment: none set is a value, not unknown.
+    let env = if env.is_empty() {
+        "(none)".to_string()
+    } else {
+        env.join(" ")
+    };
+    ctx.set("env", env);
     let date = es("date").or_else(|| obj.get("start_time").and_then(Value::as_str));
     ctx.set("date", date.unwrap_or(""));
     if let Some(args) = obj.get("args").and_then(Value::as_array) {

@@ -138,7 +138,10 @@ fn context(run: &mut Run, head: &[String], rec: &csv::StringRecord) {
     ctx.set("ranks", get("nranks"));
     ctx.set("gpu", get("gpu_model").replace(';', ","));
     ctx.set("hosts", get("hosts").replace(';', ","));
-    ctx.set("env", shell_split(get("nccl_env")).join(" "));
+    if head.iter().any(|h| h == "nccl_env") {
+        let env = shell_split(get("nccl_env")).join(" ");
+        ctx.set("env", if env.is_empty() { "(none)".into() } else { env });
+    }
     ctx.set("date", get("date"));
     ctx.set("command", get("command"));
 }

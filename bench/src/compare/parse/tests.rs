@@ -274,7 +274,7 @@ fn our_json_csv_and_log_from_an_mpi_run() {
     let j = one("ours.json", &data("compare/ours-mpi-np2.json"));
     let c = one("ours.csv", &data("compare/ours-mpi-np2.csv"));
     let t = one("ours.txt", &data("compare/ours-mpi-np2.txt"));
-    assert_eq!((j.format, c.format), (Format::NcclJson, Format::OursCsv));
+    assert_eq!((j.format, c.format), (Format::OursJson, Format::OursCsv));
     assert_eq!(j.rows.len(), 18);
     assert_eq!(c.rows.len(), 18);
     assert_eq!(t.rows.len(), 18);
