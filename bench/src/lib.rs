@@ -1,6 +1,8 @@
-//! Tools built on `erdma`: device inspection and NCCL collective benchmarks.
+//! Tools built on `erdma`: device inspection, NCCL collective benchmarks and
+//! the comparison of their results.
 #![warn(missing_docs)]
 
+pub mod compare;
 /// `devinfo`: RDMA device attributes as `ibv_devinfo` prints them.
 pub mod devinfo;
 pub mod nccltests;

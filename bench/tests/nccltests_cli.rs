@@ -125,7 +125,11 @@ fn json_schema_3() {
         serde_json::from_str(include_str!("data/h200-all_reduce_perf-1G.json")).unwrap();
     // Same keys in the same shape as the real H200 file.
     let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
-    assert_eq!(keys(&j), keys(&sample));
+    // nccl-tests' keys, plus our context under one extra key.
+    let mut top = keys(&j);
+    top.retain(|k| k != "erdma");
+    assert_eq!(top, keys(&sample));
+    assert!(j["erdma"].is_object());
     assert_eq!(keys(&j["config"]), keys(&sample["config"]));
     assert_eq!(keys(&j["results"][0]), keys(&sample["results"][0]));
     assert_eq!(
@@ -212,6 +216,30 @@ fn csv_rows_per_size_and_placement() {
     assert_eq!(&recs[1][8], "in-place");
     assert_eq!(&recs[0][2], "2");
     assert_eq!(&recs[0][13], "0");
+    // The run's context, the same on every row.
+    assert_eq!(
+        &head[15..],
+        [
+            "nccl_version",
+            "gpus",
+            "gpu_model",
+            "hosts",
+            "nccl_env",
+            "date",
+            "command"
+        ]
+    );
+    assert_eq!(&recs[0][16], "2", "two threads, two ranks");
+    assert!(
+        !recs[0][18].is_empty() && recs[0][20].ends_with('Z'),
+        "{:?}",
+        recs[0]
+    );
+    assert!(recs[0][21].contains("--csv"), "{:?}", recs[0]);
+    assert!(
+        recs.iter()
+            .all(|r| r.iter().skip(15).eq(recs[0].iter().skip(15)))
+    );
     std::fs::remove_file(path).unwrap();
 }
 

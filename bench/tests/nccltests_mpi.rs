@@ -104,6 +104,16 @@ fn json_under_mpirun() {
     assert_eq!(j["config"]["devices"].as_array().unwrap().len(), 2);
     assert_eq!(j["results"].as_array().unwrap().len(), 3);
     assert!(j["results"][2]["out_of_place"]["bus_bw"].as_f64().unwrap() > 0.0);
+    // Our context, beside nccl-tests' keys.
+    let e = &j["erdma"];
+    assert_eq!(
+        (e["program"].as_str(), e["backend"].as_str()),
+        (Some("all_reduce_perf"), Some("mpi"))
+    );
+    assert_eq!(e["gpus"], 2);
+    assert_eq!(e["hosts"].as_array().unwrap().len(), 1);
+    assert!(e["nccl_version"].is_null());
+    assert!(e["nccl_env"].is_object());
     std::fs::remove_file(path).unwrap();
 }
 

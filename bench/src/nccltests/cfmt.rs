@@ -79,6 +79,28 @@ pub fn now_string() -> String {
     String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned()
 }
 
+/// The current UTC time as RFC 3339 (`2026-12-03T09:41:07Z`), the date
+/// every tool's JSON carries so results from many hosts compare.
+pub fn rfc3339_utc_now() -> String {
+    let mut buf = [0u8; 64];
+    // SAFETY: as in now_string: time(NULL) has no preconditions, gmtime_r
+    // writes only into `tm`, strftime at most `buf.len()` bytes into buf.
+    let n = unsafe {
+        let now = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::gmtime_r(&now, &mut tm).is_null() {
+            return String::new();
+        }
+        libc::strftime(
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            c"%Y-%m-%dT%H:%M:%SZ".as_ptr(),
+            &tm,
+        )
+    };
+    String::from_utf8_lossy(&buf[..n.min(buf.len())]).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +128,17 @@ mod tests {
         assert_eq!(float_str(1299457.6, 6), " 1e+06");
         assert_eq!(float_str(0.0, 6), "  0.00");
         assert_eq!(float_str(f64::INFINITY, 6), "   inf");
+    }
+
+    #[test]
+    fn rfc3339_shape() {
+        let d = rfc3339_utc_now();
+        let b = d.as_bytes();
+        assert_eq!(d.len(), 20, "{d}");
+        assert_eq!(
+            (b[4], b[7], b[10], b[13], b[16], b[19]),
+            (b'-', b'-', b'T', b':', b':', b'Z')
+        );
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! The `--csv FILE` output: one row per size and placement, with a header,
-//! for spreadsheets. Written by the printing rank only.
+//! for spreadsheets. Written by the printing rank only. The result columns
+//! ([`HEADER`]) are followed by the run's context
+//! ([`super::context::CSV_COLUMNS`]), the same on every row.
 
 use std::fs::File;
 
-/// The column names.
+use super::context::{CSV_COLUMNS, RunContext};
+
+/// The result column names.
 pub const HEADER: [&str; 15] = [
     "collective",
     "backend",
@@ -60,6 +64,7 @@ pub struct CsvRow<'a> {
 /// The CSV file.
 pub struct CsvOut {
     w: csv::Writer<File>,
+    context: Vec<String>,
 }
 
 impl CsvOut {
@@ -67,15 +72,23 @@ impl CsvOut {
     pub fn create(path: &str) -> Result<CsvOut, String> {
         let mut w = csv::Writer::from_path(path)
             .map_err(|e| format!("cannot create CSV file {path}: {e}"))?;
-        w.write_record(HEADER)
+        w.write_record(HEADER.iter().chain(CSV_COLUMNS.iter()))
             .map_err(|e| format!("cannot write CSV file {path}: {e}"))?;
-        Ok(CsvOut { w })
+        Ok(CsvOut {
+            w,
+            context: vec![String::new(); CSV_COLUMNS.len()],
+        })
+    }
+
+    /// The context written at the end of every row from now on.
+    pub fn set_context(&mut self, ctx: &RunContext) {
+        self.context = ctx.csv_values();
     }
 
     /// Appends a row; errors are reported once at [`CsvOut::finish`].
     pub fn row(&mut self, r: &CsvRow) -> csv::Result<()> {
         let wrong = r.wrong.map(|w| w.to_string()).unwrap_or_default();
-        self.w.write_record([
+        let result = [
             r.collective.to_string(),
             r.backend.to_string(),
             r.nranks.to_string(),
@@ -91,7 +104,9 @@ impl CsvOut {
             format!("{}", r.busbw),
             wrong,
             r.cycle.to_string(),
-        ])
+        ];
+        self.w
+            .write_record(result.iter().chain(self.context.iter()))
     }
 
     /// Flushes the file.

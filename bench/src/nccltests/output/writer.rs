@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io::BufWriter;
 
+use super::context::RunContext;
 use super::csv::{CsvOut, CsvRow};
 use super::json::{self, JsonWriter};
 use super::text::{self, DeviceLine};
@@ -161,6 +162,15 @@ impl Output {
         procs: &[Vec<DeviceLine>],
     ) {
         self.print(&text::preamble(o, headers, library));
+        if self.json.is_some() || self.csv.is_some() {
+            let ctx = RunContext::collect(&self.collective, &self.backend, &o.argv, library, procs);
+            if let Some(c) = self.csv.as_mut() {
+                c.set_context(&ctx);
+            }
+            if let Some(w) = self.json.as_mut() {
+                ctx.write_json(w);
+            }
+        }
         if let Some(w) = self.json.as_mut() {
             json_config(w, o);
         }

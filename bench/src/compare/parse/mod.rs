@@ -1,0 +1,184 @@
+//! Reading result files: the format is detected from the content (never
+//! from the file name), then one small parser per format turns the file
+//! into one or more [`Run`]s.
+
+pub mod lines;
+pub mod nccl_json;
+pub mod nccl_text;
+pub mod ours_csv;
+pub mod perftest;
+
+use super::model::{Format, Run};
+use std::fmt;
+
+/// Why a file could not be read as results.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line the problem is on, when there is one.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub msg: String,
+}
+
+impl ParseError {
+    /// An error at `line`.
+    pub fn at(line: usize, msg: impl Into<String>) -> ParseError {
+        ParseError {
+            line: Some(line),
+            msg: msg.into(),
+        }
+    }
+
+    /// `FILE:LINE: msg`, the form erdma-compare prints.
+    pub fn describe(&self, path: &str) -> String {
+        match self.line {
+            Some(l) => format!("{path}:{l}: {}", self.msg),
+            None => format!("{path}: {}", self.msg),
+        }
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "line {l}: {}", self.msg),
+            None => f.write_str(&self.msg),
+        }
+    }
+}
+
+/// Detects the format of `bytes` from its content.
+pub fn detect(bytes: &[u8]) -> Result<Format, ParseError> {
+    if bytes.iter().take(65536).any(|&b| b == 0) {
+        let line = 1 + bytes
+            .iter()
+            .take_while(|&&b| b != 0)
+            .filter(|&&b| b == b'\n')
+            .count();
+        return Err(ParseError::at(
+            line,
+            "binary data, not a result file (expected nccl-tests or perftest output, JSON or CSV)",
+        ));
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.is_empty() {
+        return Err(ParseError {
+            line: None,
+            msg: "empty file: the run printed nothing (was it started?)".into(),
+        });
+    }
+    if trimmed.starts_with('{') {
+        return Ok(Format::NcclJson);
+    }
+    let first = trimmed.lines().next().unwrap_or("");
+    if ours_csv::is_header(first) {
+        return Ok(Format::OursCsv);
+    }
+    let mut nccl = None;
+    for raw in text.lines() {
+        let split = lines::split_nccl(raw);
+        let l = split.text.as_str();
+        if perftest::is_table_header(l) {
+            return Ok(Format::Perftest);
+        }
+        if nccl.is_none() {
+            nccl = nccl_text::layout_of(l);
+        }
+    }
+    if let Some(f) = nccl {
+        return Ok(f);
+    }
+    let line = 1 + text.lines().take_while(|l| l.trim().is_empty()).count();
+    Err(ParseError::at(
+        line,
+        "not a result file: no nccl-tests table header (`#  size  count  type ...`), perftest table (`#bytes ...`), JSON object or erdma-bench CSV header found",
+    ))
+}
+
+/// Reads `bytes` (the content of `path`) as runs; `path` names the runs.
+pub fn parse(path: &str, bytes: &[u8]) -> Result<Vec<Run>, ParseError> {
+    let format = detect(bytes)?;
+    let text = String::from_utf8_lossy(bytes);
+    let runs = match format {
+        Format::NcclJson | Format::OursJson => vec![nccl_json::parse(path, &text)?],
+        Format::OursCsv => vec![ours_csv::parse(path, &text)?],
+        Format::NcclText | Format::NcclTextOld => nccl_text::parse(path, &text)?,
+        Format::Perftest => perftest::parse(path, &text)?,
+    };
+    let mut runs: Vec<Run> = runs.into_iter().filter(|r| !r.rows.is_empty()).collect();
+    if runs.is_empty() {
+        return Err(ParseError {
+            line: None,
+            msg: format!(
+                "no result rows in this {}: the run ended before its first row (see its last lines for why)",
+                format.name()
+            ),
+        });
+    }
+    let n = runs.len();
+    for (i, r) in runs.iter_mut().enumerate() {
+        r.merge_repeats();
+        if n > 1 {
+            r.name = format!("{path}#{}", i + 1);
+        }
+    }
+    Ok(runs)
+}
+
+/// Groups consecutive sections into runs: a section joins the current run
+/// unless its test is already in it (the same test again means the log
+/// holds several runs concatenated).
+pub fn group_sections(sections: Vec<Run>) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for s in sections {
+        let repeat = runs.last().is_some_and(|r| {
+            let have = r.collectives();
+            s.collectives().iter().any(|c| have.contains(c))
+        });
+        match runs.last_mut() {
+            Some(r) if !repeat => {
+                for (k, v) in s.context.0 {
+                    r.context.set_default(&k, v);
+                }
+                r.rows.extend(s.rows);
+                r.warnings.extend(s.warnings);
+            }
+            _ => runs.push(s),
+        }
+    }
+    runs
+}
+
+/// Parses a number as nccl-tests and perftest print them (`%g`, `%lf`,
+/// `inf`, `nan`, `-nan`).
+pub fn number(s: &str) -> Option<f64> {
+    match s {
+        "nan" | "-nan" | "NaN" => Some(f64::NAN),
+        _ => s.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod detect_tests {
+    use super::*;
+
+    #[test]
+    fn garbage_is_named_with_its_line() {
+        let e = detect(b"\n\nhello world\nthis is not a log\n").unwrap_err();
+        assert_eq!(e.line, Some(3));
+        assert!(e.msg.starts_with("not a result file"), "{e}");
+        let e = detect(b"abc\n\x00\x01\x02").unwrap_err();
+        assert_eq!(e.line, Some(2));
+        assert!(e.msg.starts_with("binary data"));
+        let e = detect(b"  \n").unwrap_err();
+        assert_eq!(e.line, None);
+        assert_eq!(
+            e.describe("x.txt"),
+            "x.txt: empty file: the run printed nothing (was it started?)"
+        );
+    }
+}
