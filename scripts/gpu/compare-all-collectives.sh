@@ -18,7 +18,9 @@
 # REPS runs of each tool per case (default 3), alternating which goes first.
 # RUN_TIMEOUT bounds a run (seconds, default 300). Writes under $OUT (default
 # ./nccltests-compare-all): compare-all.md (the tables), walls.tsv (one line
-# per run), raw/ (every run's output). Exits 0 when every run succeeded and
+# per run), raw/ (every run's output); with DOCS=FILE, compare-all.md is also
+# copied to FILE (e.g. docs/perf/DATE-h200-compare-all-collectives.md of a
+# checkout on the GPU machine). Exits 0 when every run succeeded and
 # our default outputs check, 1 otherwise (the bounds are reported, not
 # enforced: at host-bound sizes the reference's spread against itself can
 # exceed them, see the tables).
@@ -101,4 +103,5 @@ done
   done
 } >>"$MD"
 cat "$MD"
+[ -n "${DOCS:-}" ] && cp "$MD" "$DOCS"
 exit "$status"
