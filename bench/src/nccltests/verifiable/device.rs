@@ -67,7 +67,7 @@ pub struct DeviceFormula {
     pub exp_bits: i32,
     /// Float kinds: mantissa bits.
     pub mant_bits: i32,
-    /// [`flags`].
+    /// `FLAG_*` bits of verifiable.cu (this module's `flags`).
     pub flags: i32,
     /// `ReduceInt`: `OP_*` (sum 0, prod 1, max 2, min 3, avg 4, premulsum 5).
     pub op: i32,
