@@ -76,6 +76,25 @@ if [[ ! -f $CUDA_HDRS/.done-v3 ]]; then
     echo "[setup] warning: could not fetch the wheels (see $log); the NVRTC and NCCL-library tests will be skipped" >&2
   fi
 fi
+# NVRTC 12.0 (its own wheel): the committed PTX of the GPU data check
+# (bench/.../nccl/verifiable.ptx) is what it makes of verifiable.cu; a unit
+# test regenerates it and compares. Its PTX ISA 8.0 is what drivers of CUDA
+# 12.0+ load, which a newer NVRTC's PTX is not.
+if [[ ! -f $CUDA_HDRS/nvrtc-12.0/.done ]]; then
+  echo "[setup] NVRTC 12.0 (pip wheel) into $CUDA_HDRS/nvrtc-12.0" >&2
+  log=/tmp/erdma-setup-nvrtc12.log
+  if { rm -rf "$CUDA_HDRS/nvrtc-12.0" && mkdir -p "$CUDA_HDRS/nvrtc-12.0" &&
+       python3 -m venv "$CUDA_HDRS/nvrtc-12.0/venv" &&
+       "$CUDA_HDRS/nvrtc-12.0/venv/bin/pip" download -q --no-deps --only-binary=:all: \
+         -d "$CUDA_HDRS/nvrtc-12.0/wheel" 'nvidia-cuda-nvrtc-cu12==12.0.76' &&
+       python3 -m zipfile -e "$CUDA_HDRS"/nvrtc-12.0/wheel/*.whl "$CUDA_HDRS/nvrtc-12.0" &&
+       rm -rf "$CUDA_HDRS/nvrtc-12.0/wheel" "$CUDA_HDRS/nvrtc-12.0/venv" &&
+       touch "$CUDA_HDRS/nvrtc-12.0/.done"; } >"$log" 2>&1; then
+    :
+  else
+    echo "[setup] warning: could not fetch NVRTC 12.0 (see $log); the PTX regeneration test will fail" >&2
+  fi
+fi
 if [[ $RIG == 1 ]]; then
   kver=$(rig/setup.sh --quiet) || exit 1
   echo "[setup] rig ready (kernel $kver)" >&2

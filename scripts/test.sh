@@ -30,6 +30,11 @@ else
   echo "warning: no NVRTC/CUDA/NCCL wheels in $CUDA_HDRS (scripts/setup.sh fetches them): the -D compile test and the NCCL-library tests are skipped" >&2
 fi
 
+# NVRTC 12.0 (setup.sh): the GPU data check's committed PTX must be what it makes.
+if [[ -f $CUDA_HDRS/nvrtc-12.0/.done ]]; then
+  export ERDMA_PTX_NVRTC=$CUDA_HDRS/nvrtc-12.0/nvidia/cuda_nvrtc/lib/libnvrtc.so.12
+fi
+
 step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 T0=$SECONDS
 

@@ -109,3 +109,81 @@ fn unimodal_runs_keep_the_plain_medians() {
         "{out}"
     );
 }
+
+/// `compare` reports the geometric mean of the per-size ratios (the issue-12 bar for
+/// host-bound sizes).
+#[test]
+fn compare_prints_the_geometric_mean_of_the_ratios() {
+    let Some(out) = compare("geo", &[5.0, 5.0, 5.0], &[5.5, 5.5, 5.5]) else {
+        return;
+    };
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("geometric mean of the ratios, below 16777216 B, oop:"))
+        .unwrap_or_else(|| panic!("no geometric mean line:\n{out}"));
+    assert!(line.contains(": 1.100 over 8 sizes"), "{line}");
+}
+
+/// `run` records exit status, wall time and peak RSS of a command; `walls` tabulates
+/// them per collective and case, ours against nccl-tests, and names failed runs.
+#[test]
+fn run_and_walls_tabulate_wall_time_and_peak_rss() {
+    let dir = std::env::temp_dir().join(format!("walls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let tsv = dir.join("walls.tsv");
+    let run = |label: &str, script: &str| {
+        Command::new("python3")
+            .arg(report_py())
+            .args(["run", "--tsv"])
+            .arg(&tsv)
+            .args(["--label", label, "--out"])
+            .arg(dir.join("out.txt"))
+            .args(["--", "python3", "-c", script])
+            .status()
+            .map(|s| s.code())
+    };
+    let Ok(code) = run(
+        "all_reduce default nccl-tests 1",
+        "import time; time.sleep(0.2)",
+    ) else {
+        eprintln!("skipped: no python3");
+        return;
+    };
+    assert_eq!(code, Some(0));
+    // 64 MiB touched: the peak RSS must show it.
+    let touch = "b = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1";
+    assert_eq!(run("all_reduce default ours 1", touch).unwrap(), Some(0));
+    assert_eq!(
+        run("all_gather default ours 1", "raise SystemExit(3)").unwrap(),
+        Some(3)
+    );
+    run("all_gather default nccl-tests 1", "pass").unwrap();
+    let lines = std::fs::read_to_string(&tsv).expect("tsv");
+    let first: Vec<&str> = lines.lines().next().unwrap_or("").split('\t').collect();
+    assert_eq!(first.len(), 4, "{lines}");
+    assert!(first[2].parse::<f64>().is_ok_and(|w| w >= 0.2), "{lines}");
+    let out = Command::new("python3")
+        .arg(report_py())
+        .arg("walls")
+        .arg(&tsv)
+        .output()
+        .expect("walls");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    let row = |coll: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {coll} | default |")))
+            .unwrap_or_else(|| panic!("no {coll} row:\n{text}"))
+            .split('|')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+    };
+    let ar = row("all_reduce");
+    // Cells after the leading empty one: collective, case, runs, theirs wall, ours wall,
+    // ratio, spread, theirs RSS, ours RSS, RSS ratio, failed runs.
+    assert_eq!(ar[3], "1+1");
+    let (rss_theirs, rss_ours): (f64, f64) = (ar[8].parse().unwrap(), ar[9].parse().unwrap());
+    assert!(rss_ours >= rss_theirs + 60.0, "{text}");
+    assert_eq!(ar[11], "none");
+    assert_eq!(row("all_gather")[11], "ours exit 3");
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds, on the build machine, what check-all-reduce-perf.sh,
-# compare-nccl-tests.sh, multi-gpu.sh and datacheck-speed.sh run on a GPU
-# machine: the release *_perf binaries
+# compare-nccl-tests.sh, compare-all-collectives.sh, multi-gpu.sh,
+# datacheck-speed.sh and check-verifiable-gpu.sh run on a GPU machine: the
+# release *_perf binaries, the library's unit test binary
 # (NCCL and CUDA are loaded at run time, so nothing GPU-related is needed
 # here) and the scripts, copied into DIR.
 #   scripts/gpu/build-nccltests.sh DIR
@@ -18,11 +19,18 @@ for b in "${bins[@]}"; do
   # Line tables make each binary ~7 MB; what travels to the GPU machine is capped.
   strip --strip-debug "$DIR/$b"
 done
+# The library's unit tests, for the GPU ones (#[ignore]d here): check-verifiable-gpu.sh.
+tests=$(cargo test --release -p erdma-bench --lib --no-run 2>&1 |
+  sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))/\1/p' | tail -1)
+[ -x "$tests" ] || { echo "no unit test binary found" >&2; exit 1; }
+cp "$tests" "$DIR/erdma_bench_unittests"
+strip --strip-debug "$DIR/erdma_bench_unittests"
 cp scripts/gpu/check-all-reduce-perf.sh scripts/gpu/compare-nccl-tests.sh scripts/gpu/multi-gpu.sh \
-  scripts/gpu/datacheck-speed.sh \
+  scripts/gpu/datacheck-speed.sh scripts/gpu/check-verifiable-gpu.sh \
+  scripts/gpu/compare-all-collectives.sh \
   scripts/gpu/nccltests_report.py "$DIR/"
 # The GPU machine must not need a newer glibc than 2.34.
-newest=$(for b in "${bins[@]}"; do objdump -T "$DIR/$b"; done |
+newest=$(for b in "${bins[@]}" erdma_bench_unittests; do objdump -T "$DIR/$b"; done |
   grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
 echo "newest glibc symbol version needed: $newest"
 case "$newest" in

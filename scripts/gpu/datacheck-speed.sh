@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # How long the data check (-c) of our all_reduce_perf takes at GiB sizes on a
 # GPU machine: each case runs with -c 0 and with -c 1 and the difference is
-# the cost of generating inputs and checking results on the host (nccl-tests
-# does it on the GPU in well under a second per GiB).
+# the cost of generating inputs and checking results (on the GPU with the
+# NCCL backend since issue 12, as nccl-tests; on the host with EXTRA="--backend
+# host").
 #
 #   bash datacheck-speed.sh [DIR]     # DIR: our *_perf (build-nccltests.sh)
 #

@@ -24,6 +24,16 @@ one parser - and checks or compares them.
       table, then each tool's run-to-run spread below and from --split (16 MiB)
       with the overall ratio and its uncertainty; exits 1 when a size is
       outside the bound.
+  nccltests_report.py run --tsv FILE --label LABEL --out OUTPUT -- COMMAND ...
+      Runs COMMAND with its stdout and stderr in OUTPUT, and appends a line
+      "LABEL, exit status, wall seconds, peak RSS (KiB)" (tab-separated) to
+      FILE. The peak RSS is the largest of COMMAND's process tree (wait4 of a
+      launcher reports its children's too). Exits with COMMAND's status.
+  nccltests_report.py walls FILE
+      From a run FILE whose labels are "COLL CASE TOOL N": per collective and
+      case, the median wall time and peak RSS of each tool (nccl-tests,
+      ours), their ratios, and nccl-tests' own spread (max/min over its runs),
+      as a Markdown table.
   nccltests_report.py busbw LABEL=REPORT ... [--placement oop|ip]
       Bus bandwidth (GB/s) per size, one column per report, as a Markdown
       table, and each report's "Avg bus bandwidth" as the last row. Missing
@@ -265,6 +275,21 @@ def cmd_compare(a):
             cells += [f"{mt:.2f}", f"{mo:.2f}", f"{ratio:.3f}", "pass" if ok else "FAIL"]
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
+    for lo, hi, what in ((0, a.split, f"below {a.split} B"), (a.split, 1 << 62, f"from {a.split} B")):
+        for p in ("oop", "ip"):
+            rs = []
+            for k in keys:
+                if not lo <= k[0] < hi:
+                    continue
+                t = [r[k][p]["time"] for r in theirs if k in r]
+                o = [r[k][p]["time"] for r in ours if k in r]
+                if t and o and statistics.median(t) > 0 and statistics.median(o) > 0:
+                    rs.append(statistics.median(o) / statistics.median(t))
+            if rs:
+                g = math.exp(sum(math.log(x) for x in rs) / len(rs))
+                out.append(f"geometric mean of the ratios, {what}, {p}: {g:.3f} over {len(rs)} sizes "
+                           f"(range {min(rs):.3f}-{max(rs):.3f})")
+    out.append("")
     out.append(f"worst deviation {worst:.1%}; outside the bound: "
                + (", ".join(f"{s} {p}" for s, p in failed) if failed else "none"))
     out.append("")
@@ -437,6 +462,58 @@ def run_levels(theirs, ours, keys, what):
     return lines
 
 
+def cmd_run(a):
+    import os
+    import subprocess
+    import time
+    cmd = a.command[1:] if a.command and a.command[0] == "--" else a.command
+    with open(a.out, "w") as out:
+        start = time.monotonic()
+        try:
+            p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        except OSError as e:
+            out.write(f"cannot run {cmd[0]}: {e}\n")
+            rc, rss, wall = 127, 0, 0.0
+        else:
+            _, status, ru = os.wait4(p.pid, 0)
+            wall = time.monotonic() - start
+            rc = os.waitstatus_to_exitcode(status)
+            rss = ru.ru_maxrss
+    with open(a.tsv, "a") as t:
+        t.write(f"{a.label}\t{rc}\t{wall:.3f}\t{rss}\n")
+    return rc if 0 <= rc < 256 else 1
+
+
+def cmd_walls(a):
+    cases = {}
+    for line in open(a.tsv):
+        f = line.rstrip("\n").split("\t")
+        if len(f) != 4:
+            continue
+        label, rc, wall, rss = f
+        w = label.split()
+        if len(w) != 4:
+            continue
+        coll, case, tool, _ = w
+        cases.setdefault((coll, case), {}).setdefault(tool, []).append((int(rc), float(wall), int(rss)))
+    out = ["| collective | case | runs | nccl-tests wall (s) | ours wall (s) | ratio | nccl-tests max/min | "
+           "nccl-tests peak RSS (MiB) | ours peak RSS (MiB) | ratio | failed runs |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for (coll, case), tools in cases.items():
+        t, o = tools.get("nccl-tests", []), tools.get("ours", [])
+        if not t or not o:
+            out.append(f"| {coll} | {case} | - | - | - | - | - | - | - | - | missing |")
+            continue
+        tw, ow = statistics.median(x[1] for x in t), statistics.median(x[1] for x in o)
+        tr, orr = statistics.median(x[2] for x in t), statistics.median(x[2] for x in o)
+        spread = max(x[1] for x in t) / max(min(x[1] for x in t), 1e-9)
+        bad = [f"{tool} exit {x[0]}" for tool, runs in (("nccl-tests", t), ("ours", o)) for x in runs if x[0] != 0]
+        out.append(f"| {coll} | {case} | {len(t)}+{len(o)} | {tw:.2f} | {ow:.2f} | {ow / tw:.3f} | {spread:.3f} | "
+                   f"{tr / 1024:.0f} | {orr / 1024:.0f} | {orr / tr:.3f} | {', '.join(bad) or 'none'} |")
+    print("\n".join(out))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -457,12 +534,20 @@ def main():
     m.add_argument("--bound", type=float, default=0.02)
     m.add_argument("--split", type=int, default=16 << 20,
                    help="run levels are given below and from this size (bytes)")
+    r = sub.add_parser("run")
+    r.add_argument("--tsv", required=True)
+    r.add_argument("--label", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    w = sub.add_parser("walls")
+    w.add_argument("tsv")
     b = sub.add_parser("busbw")
     b.add_argument("reports", nargs="+", metavar="LABEL=REPORT")
     b.add_argument("--placement", choices=["oop", "ip"], default="oop")
     a = ap.parse_args()
     try:
-        cmds = {"check": cmd_check, "compare": cmd_compare, "busbw": cmd_busbw}
+        cmds = {"check": cmd_check, "compare": cmd_compare, "busbw": cmd_busbw,
+                "run": cmd_run, "walls": cmd_walls}
         return cmds[a.cmd](a)
     except OSError as e:
         print(f"cannot read: {e}")

@@ -1,13 +1,16 @@
 //! Data initialization and verification for one rank: the steps a
-//! collective's `init` asks for are recorded as a [`Plan`], executed through
-//! the backend in bounded chunks (inputs generated on the host and
-//! uploaded), and results are compared with the expected segments chunk by
-//! chunk, so no full-size host copy is ever held. Expected values are
-//! never written out: each downloaded element is compared with its formula
-//! in place. Generation and comparison run on [`Workers`] threads and
-//! overlap the transfers ([`Checker`]).
+//! collective's `init` asks for are recorded as a [`Plan`] and executed
+//! through the backend. A backend that can (NCCL: kernels on the GPU, as
+//! nccl-tests) generates inputs and counts wrong elements on the device
+//! ([`Ranks::fill_on_device`], [`Ranks::start_check`]); for the others,
+//! inputs are generated on the host and uploaded in bounded chunks, and
+//! results are compared with the expected segments chunk by chunk, so no
+//! full-size host copy is ever held. Expected values are never written
+//! out: each element is compared with its formula in place. Host
+//! generation and comparison run on [`Workers`] threads and overlap the
+//! transfers ([`Checker`]).
 
-use super::backend::{BufRef, Ranks};
+use super::backend::{BufRef, CheckRange, Ranks};
 use super::colls::{InitSink, Target};
 use super::errors::TestResult;
 use super::types::{DataType, ReduceOp};
@@ -199,6 +202,9 @@ impl Checker {
                 buf: target,
                 offset: base + byte_off,
             };
+            if ranks.fill_on_device(i, at, count * dt.size(), &g.kernel(dt), g.ix0())? {
+                continue;
+            }
             self.upload_generated(ranks, i, at, &g, dt, count * dt.size())?;
         }
         Ok(())
@@ -246,6 +252,25 @@ impl Checker {
         });
         self.bufs = [cur, next];
         result
+    }
+
+    /// Starts counting wrong elements of local rank `i`'s output at byte `at` on
+    /// the device, when the backend can: `Ok(true)`, and [`Ranks::finish_check`]
+    /// gives the count; `Ok(false)`: use [`Checker::verify`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_device_check(
+        &self,
+        expected: &[Seg],
+        ranks: &mut dyn Ranks,
+        i: usize,
+        at: usize,
+        total_bytes: usize,
+        dt: DataType,
+        op: ReduceOp,
+        corrupt: bool,
+    ) -> TestResult<bool> {
+        let ranges = check_ranges(expected, dt, total_bytes);
+        ranks.start_check(i, at, dt, tolerance(dt, op), &ranges, corrupt)
     }
 
     /// Counts wrong elements of local rank `i`'s output at byte `at`
@@ -313,6 +338,44 @@ impl Checker {
 /// A scoped thread's result, re-raising its panic (a bug) here.
 fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
     h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// The formulas of expected bytes `[0, total)`: generated where a segment
+/// says so, zero elsewhere (`segs` sorted and not overlapping), as
+/// consecutive ranges covering all of it.
+fn check_ranges(segs: &[Seg], dt: DataType, total: usize) -> Vec<CheckRange> {
+    let ws = dt.size();
+    let zero = |off, len| CheckRange {
+        off,
+        len,
+        kernel: Kernel::zeros(ws),
+        ix0: 0,
+    };
+    let mut out = Vec::with_capacity(2 * segs.len() + 1);
+    let mut cur = 0;
+    for s in segs {
+        let (a, b) = (s.off.max(cur), (s.off + s.len).min(total));
+        if a >= b {
+            continue;
+        }
+        if cur < a {
+            out.push(zero(cur, a - cur));
+        }
+        out.push(match s.src {
+            Src::Zero => zero(a, b - a),
+            Src::Gen(g, first) => CheckRange {
+                off: a,
+                len: b - a,
+                kernel: g.kernel(dt),
+                ix0: g.ix0() + (first + (a - s.off) / ws) as i64,
+            },
+        });
+        cur = b;
+    }
+    if cur < total {
+        out.push(zero(cur, total - cur));
+    }
+    out
 }
 
 /// Counts wrong elements of `got`, which holds expected bytes
@@ -482,6 +545,16 @@ mod tests {
                     crate::nccltests::verifiable::count_wrong(dt, tol, window, &want[pos..end]);
                 assert_eq!(by_walk, by_bytes, "window {pos}..{end} tol {tol}");
             }
+            // The device path's ranges cover the output and count the same.
+            let ranges = check_ranges(&segs, dt, 512);
+            assert_eq!(ranges.first().map(|r| r.off), Some(0));
+            assert!(ranges.windows(2).all(|w| w[0].off + w[0].len == w[1].off));
+            assert_eq!(ranges.last().map(|r| r.off + r.len), Some(512));
+            let by_ranges: u64 = ranges
+                .iter()
+                .map(|r| r.kernel.count_wrong(r.ix0, tol, &got[r.off..r.off + r.len]))
+                .sum();
+            assert_eq!(by_ranges, reference, "ranges, tol {tol}");
             for n in [1, 2, 5] {
                 let w = Workers::new(n).with_min_part(2);
                 let total = w.sum(&got, 2, |k, part| count_range(&segs, dt, tol, k * 2, part));

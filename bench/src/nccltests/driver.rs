@@ -684,9 +684,12 @@ impl<'a> Thread<'a> {
         Ok(())
     }
 
-    /// `CheckData`: wrong elements over local ranks.
+    /// `CheckData`: wrong elements over local ranks. Device checks of every
+    /// local rank are started first and read afterwards, so the GPUs of a
+    /// thread check at the same time.
     fn check_data(&mut self, dt: DataType, op: ReduceOp, in_place: bool) -> TestResult<i64> {
         let mut wrong = 0;
+        let mut on_device = Vec::with_capacity(self.ranks.count());
         for i in 0..self.ranks.count() {
             let rank = self.first_rank + i;
             let at = self.unalign
@@ -697,18 +700,26 @@ impl<'a> Thread<'a> {
                 };
             let corrupt = self.c.hooks.corrupt.contains(&rank);
             let exp = std::mem::take(&mut self.expected[i]);
-            let r = self.checker.verify(
-                &exp,
-                self.ranks.as_mut(),
-                i,
-                at,
-                self.sz.expected_bytes,
-                dt,
-                op,
-                corrupt,
-            );
+            let (total, ranks) = (self.sz.expected_bytes, self.ranks.as_mut());
+            let r = match self
+                .checker
+                .start_device_check(&exp, ranks, i, at, total, dt, op, corrupt)
+            {
+                Ok(true) => Ok(None),
+                Ok(false) => self
+                    .checker
+                    .verify(&exp, ranks, i, at, total, dt, op, corrupt)
+                    .map(Some),
+                Err(e) => Err(e),
+            };
             self.expected[i] = exp;
-            wrong += r?;
+            match r? {
+                Some(n) => wrong += n,
+                None => on_device.push(i),
+            }
+        }
+        for i in on_device {
+            wrong += self.ranks.finish_check(i)?;
         }
         if self.report_errors && wrong != 0 {
             self.totals.errors += 1;

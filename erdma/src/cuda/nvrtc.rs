@@ -198,6 +198,22 @@ impl Nvrtc {
         NVRTC.get_or_init(load).as_ref().map_err(Clone::clone)
     }
 
+    /// Loads the NVRTC library at `path` (for example a given release, whose PTX a
+    /// development tool must reproduce), independently of [`Nvrtc::load`]'s. The library
+    /// stays loaded for the life of the process.
+    pub fn open(path: &Path) -> Result<&'static Nvrtc> {
+        let c = path.to_string_lossy().into_owned();
+        // SAFETY: loading NVRTC runs no initialisation with preconditions.
+        match unsafe { libloading::Library::new(path) } {
+            Ok(lib) => {
+                let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+                preload_builtins(&c);
+                Ok(Box::leak(Box::new(Nvrtc::resolve(lib, c)?)))
+            }
+            Err(_) => Err(NvrtcError::NotFound { tried: c }),
+        }
+    }
+
     /// The library file or soname that was loaded.
     pub fn path(&self) -> &str {
         &self.path
@@ -259,6 +275,33 @@ impl Nvrtc {
                 })?;
             (format!("--gpu-architecture=compute_{best}"), true)
         };
+        self.build(source, name, headers, opts, arch_flag, is_ptx)
+    }
+
+    /// Compiles `source` as [`Nvrtc::compile`] does, but always into PTX for the virtual
+    /// architecture `compute_XY` of `opts.arch`: code that the driver of any GPU of that
+    /// capability or newer compiles at load time, and which keeps the PTX ISA version of
+    /// this NVRTC (so an older NVRTC gives PTX that older drivers accept).
+    pub fn compile_ptx(
+        &self,
+        source: &str,
+        name: &str,
+        headers: &[(&str, &str)],
+        opts: &Options,
+    ) -> Result<Compiled> {
+        let arch = format!("--gpu-architecture=compute_{}{}", opts.arch.0, opts.arch.1);
+        self.build(source, name, headers, opts, arch, true)
+    }
+
+    fn build(
+        &self,
+        source: &str,
+        name: &str,
+        headers: &[(&str, &str)],
+        opts: &Options,
+        arch_flag: String,
+        is_ptx: bool,
+    ) -> Result<Compiled> {
         let cstr = |s: &str, what: &str| {
             CString::new(s).map_err(|_| NvrtcError::Call {
                 call: "nvrtcCreateProgram",
@@ -535,6 +578,27 @@ mod tests {
             text.contains(".entry twice") && text.contains(".target sm_"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn compile_ptx_targets_the_virtual_architecture_asked_for() {
+        let Some(nvrtc) = nvrtc_or_skip() else { return };
+        let oldest = nvrtc.supported_archs().unwrap()[0] as u32;
+        let opts = Options::for_arch(oldest / 10, oldest % 10);
+        let ptx = nvrtc.compile_ptx(KERNEL, "twice.cu", &[], &opts).unwrap();
+        assert!(ptx.is_ptx && ptx.image.ends_with(&[0]));
+        let text = String::from_utf8_lossy(&ptx.image);
+        assert!(text.contains(&format!(".target sm_{oldest}\n")), "{text}");
+        // The same library, opened by path.
+        let again = Nvrtc::open(Path::new(nvrtc.path()));
+        if Path::new(nvrtc.path()).is_absolute() {
+            let again = again.unwrap();
+            assert_eq!(again.version().unwrap(), nvrtc.version().unwrap());
+        }
+        assert!(matches!(
+            Nvrtc::open(Path::new("/nonexistent/libnvrtc.so.12")),
+            Err(NvrtcError::NotFound { .. })
+        ));
     }
 
     #[test]

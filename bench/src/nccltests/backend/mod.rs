@@ -54,6 +54,7 @@ use super::colls::{CollKind, Target};
 use super::errors::TestResult;
 use super::options::{BackendKind, Options};
 use super::types::{DataType, Features, ReduceOp};
+use super::verifiable::Kernel;
 
 /// A place in one of a rank's two buffers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +95,20 @@ impl CollCall {
         c.recv.offset += shift;
         c
     }
+}
+
+/// A byte range of a rank's output and the formula its elements must follow (elements
+/// `ix0..` of `kernel`); a check's ranges cover its whole output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CheckRange {
+    /// Start, in bytes from the checked output's start.
+    pub off: usize,
+    /// Length in bytes (whole elements).
+    pub len: usize,
+    /// The formula.
+    pub kernel: Kernel,
+    /// Generator index of the range's first element.
+    pub ix0: i64,
 }
 
 /// A device as nccl-tests lists it.
@@ -181,6 +196,41 @@ pub trait Ranks: Send {
     fn upload(&mut self, i: usize, buf: Target, offset: usize, data: &[u8]) -> TestResult<()>;
     /// Copies a buffer's bytes to the host.
     fn download(&mut self, i: usize, buf: Target, offset: usize, out: &mut [u8]) -> TestResult<()>;
+    /// Writes `len` bytes of elements `ix0..` of `kernel` at `at` on the device itself
+    /// (enqueued: ordered before the collectives issued after it). `Ok(false)` when this
+    /// backend cannot: the caller then generates them on the host and uploads them.
+    fn fill_on_device(
+        &mut self,
+        _i: usize,
+        _at: BufRef,
+        _len: usize,
+        _kernel: &Kernel,
+        _ix0: i64,
+    ) -> TestResult<bool> {
+        Ok(false)
+    }
+    /// Starts counting, on the device, the elements of local rank `i`'s receive buffer
+    /// from byte `at` that differ from `ranges` by more than `tol` (as unsigned integers
+    /// of the element width); `corrupt` first alters the first element (test hook).
+    /// `Ok(false)` when this backend cannot (the caller then downloads and checks on the
+    /// host); otherwise [`Ranks::finish_check`] returns the count.
+    fn start_check(
+        &mut self,
+        _i: usize,
+        _at: usize,
+        _dt: DataType,
+        _tol: u64,
+        _ranges: &[CheckRange],
+        _corrupt: bool,
+    ) -> TestResult<bool> {
+        Ok(false)
+    }
+    /// Waits for the check [`Ranks::start_check`] started on local rank `i`: its count.
+    fn finish_check(&mut self, _i: usize) -> TestResult<i64> {
+        Err(super::errors::TestError::Internal(
+            "finish_check without a device check".into(),
+        ))
+    }
     /// `ncclGroupStart`.
     fn group_start(&mut self) -> TestResult<()>;
     /// `ncclGroupEnd`.

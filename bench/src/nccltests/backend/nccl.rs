@@ -16,14 +16,19 @@
 //! - `-G` captures each rank's stream (thread-local mode for timing, global
 //!   for the check with one thread) and replays the instantiated graphs.
 //!
-//! Differences, each deliberate: data is generated and checked on the host
-//! (no device "expected" buffer, so `-M`'s user-allocated figure counts two
-//! buffers where nccl-tests counts three); `-D` kernels are compiled at run
-//! time (see `nccl/device.rs`); communicator creation is bounded by `-T`; a
-//! missing library or GPU is a one-line error, never a crash.
+//! Data is generated and checked on the GPU, as nccl-tests does, by the
+//! kernels of `nccl/verifiable.cu`, shipped as PTX (see `nccl/gpudata.rs`).
+//!
+//! Differences, each deliberate: the check compares each element with its
+//! formula in place, so there is no device "expected" buffer (`-M`'s
+//! user-allocated figure counts two buffers where nccl-tests counts three);
+//! `-D` kernels are compiled at run time (see `nccl/device.rs`); communicator
+//! creation is bounded by `-T`; a missing library or GPU is a one-line
+//! error, never a crash.
 
 mod device;
 mod enqueue;
+mod gpudata;
 mod kernel_cache;
 mod ranks;
 

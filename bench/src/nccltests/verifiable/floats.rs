@@ -242,6 +242,11 @@ impl FloatOrder {
         self.l
     }
 
+    /// Whether only the all-ones magnitude is NaN (e4m3, which has no infinities).
+    pub fn nan_is_all_ones(&self) -> bool {
+        self.nan_is_all_ones
+    }
+
     /// An integer ordered as the value of `bits` (sign-magnitude, with -0
     /// and +0 both 0), and whether `bits` is a NaN. Branch-free: signs of
     /// generated values are random, so a branch would mispredict half the

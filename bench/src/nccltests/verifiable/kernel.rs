@@ -8,6 +8,7 @@
 //! formulas one element at a time, so the scalar API (`gen_input`,
 //! `gen_output`) and the bulk paths cannot disagree.
 
+use super::device::{DeviceFormula, DeviceKind, device_op, flags};
 use super::floats::{self, Layout};
 use super::generate::{
     GenOp, avg_input, avg_output, float_premulsum, float_prod, float_sum, int_hash, int_mask,
@@ -165,6 +166,11 @@ impl Kernel {
         }
     }
 
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.ws
+    }
+
     /// The element at `index`, as little-endian bits.
     pub fn at(&self, index: i64) -> u64 {
         self.visit(At(index))
@@ -180,6 +186,94 @@ impl Kernel {
     /// the element width (as verifiable.cu does).
     pub fn count_wrong(&self, ix0: i64, tol: u64, got: &[u8]) -> u64 {
         self.visit(Count { got, ix0, tol })
+    }
+
+    /// The formula as the GPU kernels take it (see `device.rs`).
+    pub(super) fn formula_for_device(&self) -> DeviceFormula {
+        use DeviceKind as K;
+        let f = DeviceFormula::new;
+        match self.kind {
+            Kind::IntCopy { seed, shift, mask } => DeviceFormula {
+                bits: mask,
+                shift: shift as i32,
+                ..f(K::IntCopy, seed)
+            },
+            Kind::IntHash {
+                seed,
+                rank_me,
+                mask,
+                prod,
+            } => DeviceFormula {
+                bits: mask,
+                ..f(K::IntHash, seed)
+                    .ranks(1, rank_me)
+                    .flag(flags::PROD, prod)
+            },
+            Kind::RandomFloat { l, rank_me, seed } => {
+                f(K::RandomFloat, seed).layout(l).ranks(1, rank_me)
+            }
+            Kind::FloatSum {
+                l,
+                w,
+                input,
+                rank_n,
+                rank_me,
+                seed,
+            } => f(K::FloatSum, seed)
+                .layout(l)
+                .ranks(rank_n, rank_me)
+                .flag(flags::INPUT, input)
+                .flag(flags::W64, w == Width::W64),
+            Kind::FloatProd {
+                l,
+                input,
+                rank_n,
+                rank_me,
+                seed,
+            } => f(K::FloatProd, seed)
+                .layout(l)
+                .ranks(rank_n, rank_me)
+                .flag(flags::INPUT, input),
+            Kind::PreMulSum {
+                l,
+                input,
+                rank_n,
+                rank_me,
+                seed,
+            } => f(K::PreMulSum, seed)
+                .layout(l)
+                .ranks(rank_n, rank_me)
+                .flag(flags::INPUT, input)
+                .flag(flags::W64, l.exp_bits + l.mant_bits + 1 > 32),
+            Kind::Const(bits) => DeviceFormula {
+                bits,
+                ..f(K::Const, 0)
+            },
+            Kind::Reduce(Reduce::Int {
+                op,
+                t,
+                rank_n,
+                seed,
+            }) => DeviceFormula {
+                bits: t.mask(),
+                shift: t.shift() as i32,
+                op: device_op(op),
+                ..f(K::ReduceInt, seed)
+                    .ranks(rank_n, 0)
+                    .flag(flags::PROD, op == ReduceOp::Prod)
+                    .flag(flags::SIGNED, t.signed())
+            },
+            Kind::Reduce(Reduce::Float {
+                want_max,
+                order,
+                rank_n,
+                seed,
+            }) => f(K::ReduceFloat, seed)
+                .layout(order.layout())
+                .ranks(rank_n, 0)
+                .flag(flags::WANT_MAX, want_max)
+                .flag(flags::NAN_ALL_ONES, order.nan_is_all_ones()),
+        }
     }
 
     /// Applies `v` to this kernel's formula; the match happens once, so

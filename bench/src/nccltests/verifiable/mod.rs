@@ -9,12 +9,14 @@
 //! memory. [`Kernel`] resolves a generator once per range so that its
 //! per-element loop is plain integer arithmetic.
 
+mod device;
 mod floats;
 mod generate;
 mod kernel;
 mod reduce;
 mod rng;
 
+pub use device::{DeviceFormula, DeviceKind};
 pub use floats::{from_f64, to_f64};
 pub use generate::{GenOp, avg_pre_op, combine, gen_input, gen_output, post_op, pre_op};
 pub use kernel::Kernel;

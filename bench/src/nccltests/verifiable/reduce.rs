@@ -29,6 +29,21 @@ impl IntType {
         }
     }
 
+    /// The element mask.
+    pub(super) fn mask(self) -> u64 {
+        self.mask
+    }
+
+    /// 64 minus the element's bits.
+    pub(super) fn shift(self) -> u32 {
+        self.shift
+    }
+
+    /// Whether the type is signed.
+    pub(super) fn signed(self) -> bool {
+        self.signed
+    }
+
     /// An unsigned key ordered as the element's (signed or unsigned) value.
     #[inline]
     fn key(self, x: u64) -> u64 {

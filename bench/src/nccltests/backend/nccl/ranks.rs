@@ -11,11 +11,13 @@ use erdma::nccl::{Comm, DevComm, Group, Nccl, RegHandle, Scalar};
 
 use super::device::{DeviceApi, FakeDevComm, Kernels};
 use super::enqueue::{self, scalars_for_rank};
+use super::gpudata::GpuData;
 use super::{cuda_error, nccl_error};
-use crate::nccltests::backend::{BufRef, CollCall, Poll, Ranks};
+use crate::nccltests::backend::{BufRef, CheckRange, CollCall, Poll, Ranks};
 use crate::nccltests::colls::Target;
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::types::{DataType, ReduceOp};
+use crate::nccltests::verifiable::Kernel;
 
 /// Everything one rank owns. Field order is drop order: graphs before the
 /// communicator they captured, the communicator (which releases its
@@ -36,6 +38,8 @@ pub(crate) struct RankState {
     prepared: Option<Prepared>,
     /// `-D`: the rank's kernels, device communicator and windows.
     pub(super) dev: Option<DevState>,
+    /// The data generation and check kernels, once loaded.
+    data: Option<GpuData>,
 }
 
 /// What a rank needs to run `-D` kernels.
@@ -82,6 +86,7 @@ impl RankState {
             scalars,
             prepared: None,
             dev: None,
+            data: None,
         })
     }
 
@@ -131,6 +136,9 @@ pub struct NcclRanks {
     /// Set after an abort or an asynchronous error: dropping then aborts
     /// instead of destroying (which would wait for stuck work).
     poisoned: bool,
+    /// Whether data is generated and checked on the GPUs (None: not tried
+    /// yet; false: the kernels did not load, the host does it).
+    gpu_data: Option<bool>,
 }
 
 impl NcclRanks {
@@ -152,6 +160,40 @@ impl NcclRanks {
             nthreads,
             device_api,
             poisoned: false,
+            gpu_data: None,
+        }
+    }
+
+    /// Loads the data kernels on every rank the first time they are needed.
+    /// A driver that cannot load them (older than CUDA 12.0) leaves the work
+    /// to the host, with one warning.
+    fn gpu_data(&mut self) -> bool {
+        if let Some(ok) = self.gpu_data {
+            return ok;
+        }
+        let loaded = self.ranks.iter_mut().try_for_each(|r| {
+            if r.data.is_none() {
+                r.data = Some(GpuData::load(&r.device, &r.stream)?);
+            }
+            Ok::<_, TestError>(())
+        });
+        if let Err(e) = &loaded {
+            eprintln!(
+                "warning: the data check kernels did not load ({e}); generating and checking data on the host instead (slower); hint: a driver of CUDA 12.0 or newer runs them"
+            );
+        }
+        self.gpu_data = Some(loaded.is_ok());
+        loaded.is_ok()
+    }
+
+    /// Rank `i`'s loaded data kernels.
+    fn data(&self, i: usize) -> TestResult<(&RankState, &GpuData)> {
+        let r = &self.ranks[i];
+        match &r.data {
+            Some(d) => Ok((r, d)),
+            None => Err(TestError::Internal(
+                "NCCL backend: data kernels used before loading".into(),
+            )),
         }
     }
 
@@ -357,6 +399,93 @@ impl Ranks for NcclRanks {
         // SAFETY: the source range lies inside the rank's buffer; the call
         // waits for the copy.
         unsafe { cuda::copy_dtoh_raw(out, p, &r.stream) }.map_err(|e| cuda_error("cudaMemcpy", e))
+    }
+
+    /// Generates the elements with `verifiable.cu`'s kernel on the rank's
+    /// stream, before the collective that reads them.
+    fn fill_on_device(
+        &mut self,
+        i: usize,
+        at: BufRef,
+        len: usize,
+        kernel: &Kernel,
+        ix0: i64,
+    ) -> TestResult<bool> {
+        if !self.gpu_data() {
+            return Ok(false);
+        }
+        let (r, data) = self.data(i)?;
+        let ws = kernel.element_size();
+        let p = r.range(at, len)?;
+        r.device
+            .bind()
+            .map_err(|e| cuda_error("cudaSetDevice", e))?;
+        // SAFETY: the range was checked to lie inside the rank's buffer, which
+        // outlives the kernel (buffers are freed only after a device sync);
+        // nothing else runs on it before the kernel (the rank's stream orders).
+        unsafe { data.fill(p, len / ws, ws, ix0, &kernel.device_formula(), &r.stream) }?;
+        Ok(true)
+    }
+
+    /// Counts the wrong elements with `verifiable.cu`'s kernel, one launch
+    /// per range, into the rank's counter; `finish_check` reads it.
+    fn start_check(
+        &mut self,
+        i: usize,
+        at: usize,
+        dt: DataType,
+        tol: u64,
+        ranges: &[CheckRange],
+        corrupt: bool,
+    ) -> TestResult<bool> {
+        if !self.gpu_data() {
+            return Ok(false);
+        }
+        let ws = dt.size();
+        let total = ranges.last().map_or(0, |c| c.off + c.len);
+        let (r, data) = self.data(i)?;
+        let base = r.range(
+            BufRef {
+                buf: Target::Recv,
+                offset: at,
+            },
+            total,
+        )?;
+        r.device
+            .bind()
+            .map_err(|e| cuda_error("cudaSetDevice", e))?;
+        if corrupt && total > 0 {
+            // The test hook: alter the first byte of the result in GPU memory.
+            let mut b = [0u8; 1];
+            // SAFETY: the byte lies inside the checked range; both copies wait.
+            unsafe {
+                cuda::copy_dtoh_raw(&mut b, base, &r.stream)
+                    .and_then(|()| cuda::copy_htod_raw(base, &[b[0] ^ 0x5a], &r.stream))
+            }
+            .map_err(|e| cuda_error("cudaMemcpy", e))?;
+        }
+        data.reset(&r.stream)?;
+        for c in ranges {
+            // SAFETY: every range lies inside [at, at + total), checked above to
+            // lie inside the rank's receive buffer, which outlives the kernel.
+            unsafe {
+                data.check(
+                    base.byte_add(c.off),
+                    c.len / ws,
+                    ws,
+                    c.ix0,
+                    &c.kernel.device_formula(),
+                    tol,
+                    &r.stream,
+                )
+            }?;
+        }
+        Ok(true)
+    }
+
+    fn finish_check(&mut self, i: usize) -> TestResult<i64> {
+        let (r, data) = self.data(i)?;
+        Ok(data.wrong(&r.stream)? as i64)
     }
 
     #[inline]
