@@ -309,23 +309,25 @@ impl SendOp {
     }
 }
 
-/// The scatter/gather entries of a request. One entry (the usual case) is
-/// kept inline, so that building a request does not allocate; no `Drop`
-/// impl, so a request that is never posted does not prolong its borrows.
+/// The scatter/gather entries of a request. Up to two entries (the usual
+/// cases) are kept inline, so that building a request does not allocate; no
+/// `Drop` impl, so a request that is never posted does not prolong its borrows.
 #[derive(Debug, Clone)]
 enum SgList<'a> {
-    One(LocalSlice<'a>),
+    One([LocalSlice<'a>; 1]),
+    Two([LocalSlice<'a>; 2]),
     Many(Vec<LocalSlice<'a>>),
 }
 
 impl<'a> SgList<'a> {
     fn new(local: impl IntoIterator<Item = LocalSlice<'a>>) -> SgList<'a> {
         let mut it = local.into_iter();
-        match (it.next(), it.next()) {
-            (None, _) => SgList::Many(Vec::new()),
-            (Some(a), None) => SgList::One(a),
-            (Some(a), Some(b)) => {
-                let mut v = vec![a, b];
+        match (it.next(), it.next(), it.next()) {
+            (None, ..) => SgList::Many(Vec::new()),
+            (Some(a), None, _) => SgList::One([a]),
+            (Some(a), Some(b), None) => SgList::Two([a, b]),
+            (Some(a), Some(b), Some(c)) => {
+                let mut v = vec![a, b, c];
                 v.extend(it);
                 SgList::Many(v)
             }
@@ -337,7 +339,8 @@ impl<'a> std::ops::Deref for SgList<'a> {
     type Target = [LocalSlice<'a>];
     fn deref(&self) -> &[LocalSlice<'a>] {
         match self {
-            SgList::One(s) => std::slice::from_ref(s),
+            SgList::One(s) => s,
+            SgList::Two(s) => s,
             SgList::Many(v) => v,
         }
     }

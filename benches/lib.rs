@@ -1,1 +1,0 @@
-//! Criterion benchmarks of erdma; see the `[[bench]]` targets.
