@@ -38,7 +38,7 @@ hstep() {  # hstep NAME CMD...: a host-side check
 # ------------------------------------------------------------ build (host)
 echo "== build"
 if [[ $BUILD == 1 ]]; then
-  "$CARGO" build "${PROFILE[@]}" -p erdma-bench --bins -p erdma-examples --examples || exit 1
+  "$CARGO" build "${PROFILE[@]}" -p erdma-bench -p erdma-benches --bins -p erdma-examples --examples || exit 1
 fi
 # The erdma crate's integration tests, and the other crates' tests named rig_*.
 bins=$("$CARGO" test "${PROFILE[@]}" -p erdma -p erdma-bench -p erdma-examples --tests --no-run --message-format=json | python3 -c '
@@ -53,6 +53,14 @@ for line in sys.stdin:
             print(m["executable"])
     elif name.startswith("rig_"):
         print(m["executable"])') || { echo "cargo test --no-run failed"; exit 1; }
+# The criterion benches, run once each in the VM (criterion's --test mode).
+benches=$("$CARGO" test "${PROFILE[@]}" -p erdma-benches --benches --no-run --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["bench"]:
+        print(m["target"]["name"] + "=" + m["executable"])') || { echo "cargo test --benches --no-run failed"; exit 1; }
+export ERDMA_RIG_BENCHES=$(echo $benches)
 TARGET=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 if [[ ${#PROFILE[@]} == 0 ]]; then DIR=$TARGET/debug; else DIR=$TARGET/release; fi
 export ERDMA_RIG_TEST_BINS=$(echo $bins) ERDMA_RIG_DEVINFO=$DIR/devinfo ERDMA_RIG_EXAMPLES=$DIR/examples ERDMA_RIG_BENCH=$DIR

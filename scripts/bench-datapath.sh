@@ -4,8 +4,9 @@
 # times in one VM boot, alternating which of Rust and C is measured first,
 # and prints per run and as medians: time per operation of each, the
 # Rust/C ratio, and the C loop's spread against itself (run to run).
-# Also runs the two-host bench once (erdma-bench-server on rxe1, the
-# criterion client on rxe0) and the memory registration group.
+# Also runs the two-host bench once (erdma-bench-server on rxe1, sleeping
+# on its completion channel so that it does not starve the client in the
+# 2-CPU VM; the criterion client on rxe0) and the memory registration group.
 #
 # usage: scripts/bench-datapath.sh [--out FILE.md] [--quick]
 #   --out FILE   also write the report (markdown) to FILE
@@ -50,7 +51,7 @@ echo "== memory registration"
 CRITERION_HOME=$WORK/reg ERDMA_BENCH_DEVS=rxe0 timeout 600 $DATAPATH --bench reg_mr \
   --warm-up-time $WARM --measurement-time $MEASURE --noplot >$WORK/reg.log 2>&1 || { echo "reg_mr failed"; tail -20 $WORK/reg.log; exit 1; }
 echo "== two hosts (server on rxe1, client on rxe0)"
-ERDMA_BENCH_DEV=rxe1 timeout 600 $SERVER \$ERDMA_RIG_RXE_IP1:18700 1 >$WORK/server.log 2>&1 &
+ERDMA_BENCH_DEV=rxe1 ERDMA_BENCH_SERVER_SLEEP=1 timeout 600 $SERVER \$ERDMA_RIG_RXE_IP1:18700 1 >$WORK/server.log 2>&1 &
 sleep 1
 ERDMA_BENCH_DEV=rxe0 ERDMA_BENCH_PEER=\$ERDMA_RIG_RXE_IP1:18700 CRITERION_HOME=$WORK/two \
   timeout 600 $TWOHOST --bench --warm-up-time $WARM --measurement-time $MEASURE --noplot >$WORK/two.log 2>&1 \

@@ -46,6 +46,13 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
 done
+# Miri (nightly) checks the crate's pure logic in scripts/test.sh; optional:
+# without it that step is skipped with a warning.
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  { rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; } >/tmp/erdma-setup-miri.log 2>&1
+  rustup +nightly component add miri rust-src >>/tmp/erdma-setup-miri.log 2>&1 \
+    || echo "[setup] warning: could not install Miri (see /tmp/erdma-setup-miri.log): its test step will be skipped" >&2
+fi
 # NVRTC, the CUDA and NCCL headers and three NCCL libraries, from NVIDIA's
 # wheels (no GPU needed): the unit test that compiles all_reduce_perf's -D
 # kernels against real nccl_device.h of NCCL 2.28.3 and 2.28.9, and the tests

@@ -49,6 +49,14 @@ cargo clippy -p erdma-bench --no-default-features --all-targets -- -D warnings
 step "host tests (cargo test --workspace)"
 mkdir -p target
 cargo test --workspace 2>&1 | tee target/host-tests.log
+step "Miri: the bookkeeping of posted requests and the region copies (no devices)"
+if cargo +nightly miri --version >/dev/null 2>&1; then
+  cargo +nightly miri test -q -p erdma --lib -- pending:: mr::tests 2>&1 | tail -3
+else
+  echo "warning: Miri is not installed (scripts/setup.sh installs it): skipped" >&2
+fi
+step "criterion benches compile (run in the rig: scripts/bench-datapath.sh)"
+cargo bench -q -p erdma-benches --no-run
 step "doc tests and docs (rustdoc -D warnings)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 

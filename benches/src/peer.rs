@@ -320,6 +320,22 @@ struct Session {
     _sink: MemoryRegion<AlignedBuffer>,
 }
 
+/// The server's CQ: with `ERDMA_BENCH_SERVER_SLEEP=1` it has a completion
+/// channel, so the server sleeps between messages instead of spinning
+/// (fairer on a machine with few cores, such as the rig's VM; it adds the
+/// wake-up time to each round trip).
+fn server_cq(ctx: &Context) -> Result<CompletionQueue> {
+    let c = caps();
+    let sleep = std::env::var("ERDMA_BENCH_SERVER_SLEEP").is_ok_and(|v| v == "1");
+    ctx.create_cq_with(
+        c.max_send_wr + c.max_recv_wr,
+        &erdma::CqOptions {
+            channel: sleep,
+            comp_vector: 0,
+        },
+    )
+}
+
 fn sink(pd: &ProtectionDomain) -> Result<MemoryRegion<AlignedBuffer>> {
     pd.register(
         AlignedBuffer::new(BW_SIZE)?,
@@ -332,7 +348,7 @@ fn serve_tcp(l: &ExchangeListener, ctx: &Context, gid_index: Option<u32>) -> Res
     let gid = ctx.select_gid(1, gid_index)?;
     let pd = ctx.alloc_pd()?;
     let c = caps();
-    let cq = ctx.create_cq(c.max_send_wr + c.max_recv_wr)?;
+    let cq = server_cq(ctx)?;
     let qp = pd.create_rc_qp(&cq, &cq, &c)?;
     let sink = sink(&pd)?;
     let bufs = Buffers::new(&pd)?;
@@ -359,7 +375,7 @@ fn serve_cm(l: &CmListener) -> Result<u64> {
     let ctx = req.context()?;
     let pd = ctx.alloc_pd()?;
     let c = caps();
-    let cq = ctx.create_cq(c.max_send_wr + c.max_recv_wr)?;
+    let cq = server_cq(&ctx)?;
     let qp = req.create_qp(&pd, &cq, &cq, &c)?;
     let sink = sink(&pd)?;
     let bufs = Buffers::new(&pd)?;

@@ -8,7 +8,9 @@
 //!                   the RDMA interface)
 //!   SESSIONS        serve this many clients, then exit (default 0: for ever)
 //! env: ERDMA_BENCH_DEV (device, default the first), ERDMA_BENCH_GID_INDEX,
-//!      ERDMA_BENCH_CM=1 (connect through RDMA CM on RoCE/IB too).
+//!      ERDMA_BENCH_CM=1 (connect through RDMA CM on RoCE/IB too),
+//!      ERDMA_BENCH_SERVER_SLEEP=1 (sleep on a completion channel between
+//!      messages instead of spinning: for machines with few cores).
 //! exit status: 0 done, 1 a setup error (printed), 2 bad arguments.
 use erdma_benches::peer;
 
