@@ -2,11 +2,13 @@
 //! host B, then `ERDMA_BENCH_PEER=hostB:18700 cargo bench -p erdma-benches
 //! --bench two_host` on host A.
 //!
+//! ```text
 //! usage: erdma-bench-server [BIND_ADDR:PORT] [SESSIONS]
 //!   BIND_ADDR:PORT  where to listen (default 0.0.0.0:18700; with RDMA CM,
 //!                   i.e. iWARP devices or ERDMA_BENCH_CM=1, an address of
 //!                   the RDMA interface)
 //!   SESSIONS        serve this many clients, then exit (default 0: for ever)
+//! ```
 //! env: ERDMA_BENCH_DEV (device, default the first), ERDMA_BENCH_GID_INDEX,
 //!      ERDMA_BENCH_CM=1 (connect through RDMA CM on RoCE/IB too),
 //!      ERDMA_BENCH_SERVER_SLEEP=1 (sleep on a completion channel between
