@@ -32,7 +32,7 @@ use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, CollCall, DeviceInfo, Poll, RankSlot, Ranks};
 use crate::nccltests::alloc;
 use crate::nccltests::bootstrap::Bootstrap;
-use crate::nccltests::bootstrap::mpi::{check, errors_return, lock};
+use crate::nccltests::bootstrap::mpi::{Mpi, check, lock};
 use crate::nccltests::colls::{CollKind, Target};
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::options::Options;
@@ -83,33 +83,22 @@ impl MpiBackend {
     /// MPI_COMM_WORLD, color, proc)`). Collective over MPI_COMM_WORLD.
     /// Returns the communicator with this process's rank and size in it.
     fn communicator(&self) -> TestResult<(ffi::MPI_Comm, usize, usize)> {
+        // Bounded by -T like every exchange (MPI_Comm_idup, or a barrier
+        // before MPI_Comm_split): a stopped rank cannot hold this forever.
+        let world = Mpi::world(self.timeout.map_or(0, |t| t.as_secs() as i32))?;
+        let comm = match self.split {
+            Some(color) => world.split_raw(color, self.world_rank as c_int)?,
+            None => world.dup_raw()?,
+        };
         let _g = lock();
-        // SAFETY: MPI is initialized (the bootstrap is MPI) and the lock is
-        // held; Comm_dup/Comm_split write a new handle into `comm` and
-        // Comm_rank/Comm_size write one int each.
+        let (mut rank, mut size): (c_int, c_int) = (0, 0);
+        // SAFETY: `comm` is a valid communicator; each call writes one int;
+        // lock held.
         unsafe {
-            let mut comm: ffi::MPI_Comm = std::mem::zeroed();
-            match self.split {
-                Some(color) => check(
-                    ffi::MPI_Comm_split(
-                        ffi::RSMPI_COMM_WORLD,
-                        color,
-                        self.world_rank as c_int,
-                        &mut comm,
-                    ),
-                    "MPI_Comm_split",
-                )?,
-                None => check(
-                    ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm),
-                    "MPI_Comm_dup",
-                )?,
-            }
-            errors_return(comm)?;
-            let (mut rank, mut size): (c_int, c_int) = (0, 0);
             check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
             check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
-            Ok((comm, rank.max(0) as usize, size.max(0) as usize))
         }
+        Ok((comm, rank.max(0) as usize, size.max(0) as usize))
     }
 }
 

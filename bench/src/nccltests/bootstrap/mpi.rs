@@ -211,6 +211,63 @@ impl Mpi {
         }
     }
 
+    /// MPI_COMM_WORLD with `-T` for its waits (for the MPI backend, whose
+    /// communicators are made from it).
+    pub fn world(timeout_s: i32) -> TestResult<Mpi> {
+        let _g = lock();
+        let timeout = (timeout_s > 0).then(|| Duration::from_secs(timeout_s as u64));
+        let mut provided: c_int = 0;
+        // SAFETY: MPI is initialized (an MPI launch); lock held.
+        unsafe {
+            ffi::MPI_Query_thread(&mut provided);
+            Self::wrap(ffi::RSMPI_COMM_WORLD, provided, timeout)
+        }
+    }
+
+    /// A duplicate of this communicator (MPI_Comm_idup, bounded by -T),
+    /// returning MPI's errors.
+    pub fn dup_raw(&self) -> TestResult<ffi::MPI_Comm> {
+        // MPI_Comm_idup writes the new handle when it completes, which after
+        // a timeout may be never or later: the slot is leaked (one handle),
+        // never freed under MPI.
+        // SAFETY: a zeroed handle is plain data that MPI overwrites.
+        let c: &'static mut ffi::MPI_Comm = Box::leak(Box::new(unsafe { std::mem::zeroed() }));
+        // SAFETY: MPI_REQUEST_NULL is a constant handle.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        {
+            let _g = lock();
+            // SAFETY: valid communicator, lock held; `c` lives forever.
+            check(
+                unsafe { ffi::MPI_Comm_idup(self.comm, &mut *c, &mut req) },
+                "MPI_Comm_idup",
+            )?;
+        }
+        self.wait(&mut req, "creating a communicator (MPI_Comm_idup)")?;
+        let c = *c;
+        let _g = lock();
+        // SAFETY: `c` is the new communicator; lock held.
+        unsafe { errors_return(c)? };
+        Ok(c)
+    }
+
+    /// `MPI_Comm_split(comm, color, key)`, returning MPI's errors. It blocks
+    /// and has no nonblocking form: the processes first meet under -T, so
+    /// that it never waits for a stuck rank.
+    pub fn split_raw(&self, color: i32, key: c_int) -> TestResult<ffi::MPI_Comm> {
+        self.fence("a barrier before MPI_Comm_split")?;
+        let _g = lock();
+        // SAFETY: MPI_Comm_split writes a new handle into `c`; lock held.
+        unsafe {
+            let mut c: ffi::MPI_Comm = std::mem::zeroed();
+            check(
+                ffi::MPI_Comm_split(self.comm, color, key, &mut c),
+                "MPI_Comm_split",
+            )?;
+            errors_return(c)?;
+            Ok(c)
+        }
+    }
+
     /// A bounded barrier.
     fn fence(&self, what: &str) -> TestResult<()> {
         // SAFETY: MPI_REQUEST_NULL is a constant handle.
@@ -283,45 +340,16 @@ impl Bootstrap for Mpi {
         self.fence("a barrier (MPI_Ibarrier)")
     }
     fn dup(&self) -> TestResult<Arc<dyn Bootstrap>> {
-        // MPI_Comm_idup writes the new handle when it completes, which after
-        // a timeout may be never or later: the slot is leaked (one handle),
-        // never freed under MPI.
-        // SAFETY: a zeroed handle is plain data that MPI overwrites.
-        let c: &'static mut ffi::MPI_Comm = Box::leak(Box::new(unsafe { std::mem::zeroed() }));
-        // SAFETY: MPI_REQUEST_NULL is a constant handle.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        {
-            let _g = lock();
-            // SAFETY: valid communicator, lock held; `c` lives forever.
-            check(
-                unsafe { ffi::MPI_Comm_idup(self.comm, &mut *c, &mut req) },
-                "MPI_Comm_idup",
-            )?;
-        }
-        self.wait(&mut req, "creating a communicator (MPI_Comm_idup)")?;
-        let c = *c;
+        let c = self.dup_raw()?;
         let _g = lock();
-        // SAFETY: `c` is the new communicator; lock held.
-        unsafe {
-            errors_return(c)?;
-            Ok(Arc::new(Self::wrap(c, self.thread_level, self.timeout)?))
-        }
+        // SAFETY: `c` is a new communicator; lock held.
+        unsafe { Ok(Arc::new(Self::wrap(c, self.thread_level, self.timeout)?)) }
     }
     fn split(&self, color: i32) -> TestResult<Arc<dyn Bootstrap>> {
-        // MPI_Comm_split blocks and has no nonblocking form: meet first
-        // under the timeout, so that it never waits for a stuck rank.
-        self.fence("a barrier before MPI_Comm_split")?;
+        let c = self.split_raw(color, self.rank as c_int)?;
         let _g = lock();
-        // SAFETY: MPI_Comm_split writes a new handle into `c`; lock held.
-        unsafe {
-            let mut c: ffi::MPI_Comm = std::mem::zeroed();
-            check(
-                ffi::MPI_Comm_split(self.comm, color, self.rank as c_int, &mut c),
-                "MPI_Comm_split",
-            )?;
-            errors_return(c)?;
-            Ok(Arc::new(Self::wrap(c, self.thread_level, self.timeout)?))
-        }
+        // SAFETY: `c` is a new communicator; lock held.
+        unsafe { Ok(Arc::new(Self::wrap(c, self.thread_level, self.timeout)?)) }
     }
     fn abort(&self, e: &TestError) -> ! {
         // No lock: another thread may be inside MPI holding it, and

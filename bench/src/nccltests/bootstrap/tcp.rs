@@ -205,6 +205,8 @@ impl Tcp {
                 )));
             }
         }
+        // The answer has its own -T: reading may have taken most of it.
+        let deadline = self.deadline();
         for p in peers.iter_mut() {
             let sent = wire::write_frame(&mut p.s, tag::DATA, &all, deadline, &mut || {
                 self.interrupt()
