@@ -39,6 +39,8 @@ struct Control {
     /// handle goes (a backend dropped after a failure must not close its
     /// channel under peers that are still to hear why).
     _channels: Vec<Arc<Mutex<Vec<Link>>>>,
+    /// A peer's abort once read: every later wait of any thread ends with it.
+    aborted: Mutex<Option<TestError>>,
 }
 
 /// One channel of the TCP bootstrap.
@@ -123,6 +125,7 @@ impl Tcp {
             links: Mutex::new(control_links.into_iter().map(|l| (l, false)).collect()),
             size: env.size,
             _channels: vec![first.clone(), second.clone()],
+            aborted: Mutex::new(None),
         });
         let make = |links| Tcp {
             rank: env.rank,
@@ -307,6 +310,9 @@ impl Control {
     /// peer's abort (its error), or the census (a timeout to join). A
     /// closed link is only noted: the peer's data channel tells more.
     fn event(&self) -> Option<TestError> {
+        if let Some(e) = locked(&self.aborted).clone() {
+            return Some(e);
+        }
         let mut links = locked(&self.links);
         let fds: Vec<RawFd> = links.iter().map(|(l, _)| l.s.as_raw_fd()).collect();
         let ready = wait_fds(&fds, libc::POLLIN, Duration::ZERO).ok()?;
@@ -319,11 +325,13 @@ impl Control {
                 Some(None) => *closed = true,
                 Some(Some(tag::ABORT)) => {
                     let rank = l.rank;
-                    return Some(read_abort(l).unwrap_or_else(|| {
+                    let e = read_abort(l).unwrap_or_else(|| {
                         TestError::Internal(format!(
                             "TCP bootstrap: rank {rank} sent a broken abort message"
                         ))
-                    }));
+                    });
+                    *locked(&self.aborted) = Some(e.clone());
+                    return Some(e);
                 }
                 Some(Some(tag::CENSUS | tag::CENSUS_START | tag::VERDICT)) => {
                     return Some(TestError::Timeout {
@@ -346,12 +354,19 @@ impl Control {
     /// The abort message `rank` sent before its connection closed, if any
     /// (waiting a moment for it to arrive).
     fn abort_from(&self, rank: usize) -> Option<TestError> {
+        if let Some(e) = locked(&self.aborted).clone() {
+            return Some(e);
+        }
         let mut links = locked(&self.links);
         let (l, _) = links.iter_mut().find(|(l, _)| l.rank == rank)?;
         let until = Instant::now() + Duration::from_millis(300);
         loop {
             match peek_tag(&l.s) {
-                Some(Some(tag::ABORT)) => return read_abort(l),
+                Some(Some(tag::ABORT)) => {
+                    let e = read_abort(l)?;
+                    *locked(&self.aborted) = Some(e.clone());
+                    return Some(e);
+                }
                 Some(_) => return None,
                 None if Instant::now() >= until => return None,
                 None => {
