@@ -161,6 +161,21 @@ fn a_full_stdout_is_one_line_and_status_1() {
 }
 
 #[test]
+fn a_non_utf8_argument_is_a_bad_argument() {
+    use std::os::unix::ffi::OsStrExt;
+    let o = Command::new(bin("all_reduce_perf"))
+        .args(["--backend", "host", "-J"])
+        .arg(std::ffi::OsStr::from_bytes(b"r\xff.json"))
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(255), "{err}");
+    assert_eq!(err, "invalid argument 'r\u{fffd}.json': not valid UTF-8\n");
+}
+
+#[test]
 fn too_many_threads_is_an_error_not_an_abort() {
     // 2 GB of address space: thread stacks run out after ~1000 threads.
     let e = Proc::spawn({

@@ -24,10 +24,19 @@ use std::sync::Arc;
 pub fn main(coll: &'static Collective) -> std::process::ExitCode {
     // Before any thread exists (MPI's included): see job::install_signal_handlers.
     job::install_signal_handlers();
-    let argv: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let code = run_with_args(coll, &argv);
+    // An argument that is not UTF-8 is refused rather than altered (a
+    // lossy -J path would write another file).
+    let argv: Result<Vec<String>, _> = std::env::args_os().map(|a| a.into_string()).collect();
+    let code = match argv {
+        Ok(argv) => run_with_args(coll, &argv),
+        Err(bad) => {
+            console::err(&format!(
+                "invalid argument '{}': not valid UTF-8\n",
+                bad.to_string_lossy()
+            ));
+            super::errors::EXIT_BAD_ARGS
+        }
+    };
     console::flush();
     if let Some(Stop::Signal(sig)) = job::stop_reason() {
         job::die_by_signal(sig);
