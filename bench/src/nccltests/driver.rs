@@ -102,6 +102,8 @@ pub struct Thread<'a> {
     timed: bool,
     what: String,
     totals: ThreadTotals,
+    /// Collectives this thread issued (for the timeout census).
+    issued: std::sync::Arc<job::IssueCounter>,
 }
 
 impl<'a> Thread<'a> {
@@ -132,6 +134,7 @@ impl<'a> Thread<'a> {
             timed: false,
             what: String::new(),
             totals: ThreadTotals::default(),
+            issued: job::IssueCounter::register(),
         }
     }
 
@@ -377,7 +380,7 @@ impl<'a> Thread<'a> {
         if !self.stalled {
             // Counted before issuing: an issue that blocks (the host
             // backend exchanges inline) has been attempted.
-            job::note_issued(1);
+            self.issued.note();
             for (i, call) in self.launch.calls.iter().enumerate() {
                 self.ranks.enqueue_prepared(i, call, shift)?;
             }
