@@ -50,7 +50,15 @@ fn parse() -> Result<Opts, String> {
         iters: 100,
         cm: false,
     };
-    let mut args = std::env::args().skip(1);
+    // args_os: std::env::args() panics on an argument that is not UTF-8.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| {
+            a.into_string()
+                .map_err(|a| format!("argument {} is not valid UTF-8", a.to_string_lossy()))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut args = args.into_iter();
     let mut bind = "0.0.0.0:18515".to_string();
     let mut connect = None;
     while let Some(a) = args.next() {

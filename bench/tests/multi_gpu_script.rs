@@ -132,6 +132,7 @@ fn dry_run_passes_every_part_and_writes_three_files() {
         "broadcast -g 2, every root, checked",
         "TCP launch, 2 processes, checked",
         "TCP launch, kill -9 of rank 1 mid-run, -T 2",
+        "TCP launch, SIGSTOP of rank 1 mid-run, -T 2",
     ] {
         expect_ok(name);
     }
@@ -147,6 +148,7 @@ fn dry_run_passes_every_part_and_writes_three_files() {
         "sendrecv ours text and -J JSON parse (mpirun)",
         "mpirun -np 2, rank 1 killed (kill:1 hook), -T 2",
         "mpirun -np 2, kill -9 of rank 1 mid-run, -T 2",
+        "mpirun -np 2, SIGSTOP of rank 1 mid-run, -T 2",
         "mpirun -np 2, rank 1 stalls (stall:1 hook), -T 2",
     ];
     if mpi {
@@ -154,7 +156,7 @@ fn dry_run_passes_every_part_and_writes_three_files() {
             expect_ok(name);
         }
         assert!(text.contains("| size (B) | AR -g | AR -t | AR mpirun | A2A | BC |"));
-        assert_eq!(verdicts(&text).len(), 23, "{text}");
+        assert_eq!(verdicts(&text).len(), 25, "{text}");
     } else {
         assert!(verdict(&v, "all_reduce mpirun -np 2").starts_with("SKIP: no mpirun"));
     }
@@ -509,11 +511,13 @@ fn one_gpu_mode_failure_paths_set_each_rank_apart() {
     let mut names = vec![
         "TCP launch, 2 processes, checked",
         "TCP launch, kill -9 of rank 1 mid-run, -T 2",
+        "TCP launch, SIGSTOP of rank 1 mid-run, -T 2",
     ];
     if have("mpirun") {
         names.extend([
             "mpirun -np 2, rank 1 killed (kill:1 hook), -T 2",
             "mpirun -np 2, kill -9 of rank 1 mid-run, -T 2",
+            "mpirun -np 2, SIGSTOP of rank 1 mid-run, -T 2",
             "mpirun -np 2, rank 1 stalls (stall:1 hook), -T 2",
         ]);
     }

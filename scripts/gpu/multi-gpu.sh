@@ -22,9 +22,11 @@
 #            both tools' text and -J JSON read by the same parser.
 #   failures N processes over the TCP launch (RANK/WORLD_SIZE, checked); under
 #            mpirun -np N with -T $FAIL_T: rank 1 killed by the kill:1 hook, by
-#            an outside kill -9 mid-run, and stalled (stall:1, exit 4); over
-#            TCP, rank 1 killed -9 mid-run. Every other rank must exit non-zero
-#            within -T + $MARGIN s, and the output must name rank 1.
+#            an outside kill -9 mid-run, stopped by an outside SIGSTOP (exit 4,
+#            "rank 1 (pid ...) did not respond"), and stalled (stall:1, exit
+#            4); over TCP, rank 1 killed -9 and stopped mid-run. Every other
+#            rank must exit non-zero within -T + $MARGIN s, and the output must
+#            name rank 1.
 #
 # One-GPU mode, ONE_GPU_RANKS=N (N >= 2): N processes share GPU 0, each with
 # its own NCCL_HOSTID (so NCCL takes them for N hosts: no "Duplicate GPU
@@ -630,16 +632,25 @@ await() {
 kill_rank1_at_first_row() {
   KILLED=0
   if wait_row "$1" "$2" && [ -s "$3" ]; then
-    kill -9 "$(cat "$3")"
+    kill -"${4:-KILL}" "$(cat "$3")"
     KILLED=$(date +%s%N)
-    echo "== [$n] killed rank 1 (pid $(cat "$3")) after its first row"
+    echo "== [$n] sent SIG${4:-KILL} to rank 1 (pid $(cat "$3")) after its first row"
   fi
 }
 
-# Under mpirun, rank 1 killed with SIGKILL from outside after rank 0's
-# first row: mpirun (or the -T watchdog) must end the others in time.
+# A rank stopped with SIGSTOP does not answer the others' timeout census:
+# every other rank exits 4 with this line.
+STOPPED_RANK1='Test timeout \([0-9]+s\) rank 1 \(pid [0-9]+ on [^)]*\) did not respond'
+
+# Under mpirun, rank 1 killed with SIGKILL (SIG=KILL, the default) or
+# stopped with SIGSTOP (SIG=STOP) from outside after rank 0's first row:
+# mpirun (or the -T watchdog) must end the others in time; a stopped rank
+# must be named by the timeout (exit 4).
 mpirun_outside_kill() {
-  local name="mpirun -np $N, kill -9 of rank 1 mid-run, -T $FAIL_T"
+  local sig=${1:-KILL}
+  local how="kill -9"
+  [ "$sig" = STOP ] && how=SIGSTOP
+  local name="mpirun -np $N, $how of rank 1 mid-run, -T $FAIL_T"
   over_budget "$name" && return
   LAST_SKIPPED=0
   n=$((n + 1))
@@ -651,7 +662,7 @@ mpirun_outside_kill() {
   bg "$out" "$pidf.mpirun" "${MPIRUN[@]}" "${WRAP[@]}" \
     sh -c 'echo $$ >"$0.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$pidf" \
     "$BIN/all_reduce_perf" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
-  kill_rank1_at_first_row "$out" "$BG" "$pidf.1"
+  kill_rank1_at_first_row "$out" "$BG" "$pidf.1" "$sig"
   if [ "$KILLED" -gt 0 ]; then
     await $((KILLED + (FAIL_T + MARGIN) * 1000000000)) "$out:$pidf.mpirun" || late=1
   else
@@ -672,8 +683,12 @@ mpirun_outside_kill() {
       verdict="FAIL (exit 0)"
     elif ! grep -Eq "$NAMES_RANK1" "$out"; then
       verdict="FAIL (rank 1 not named)"
+    elif [ "$sig" = STOP ] && [ "$rc" -ne 4 ]; then
+      verdict="FAIL (exit $rc, not 4)"
+    elif [ "$sig" = STOP ] && ! grep -Eq "$STOPPED_RANK1" "$out"; then
+      verdict="FAIL (the timeout does not name the stopped rank 1)"
     else
-      verdict="ok (ended $t s after the kill, rank 1 named)"
+      verdict="ok (ended $t s after the $how, rank 1 named)"
     fi
   fi
   show "$out"
@@ -686,7 +701,8 @@ mpirun_outside_kill() {
 # WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT). KILL=0: all must exit 0 and
 # rank 0's report must check; KILL=1: rank 1 gets SIGKILL after rank 0's
 # first row, and every other rank must exit non-zero within -T + MARGIN,
-# naming rank 1.
+# naming rank 1; KILL=2: rank 1 gets SIGSTOP instead, and every other rank
+# must exit 4 within -T + MARGIN, its timeout naming the stopped rank 1.
 tcp_run() {
   local name=$1 kill=$2
   shift 2
@@ -704,15 +720,19 @@ tcp_run() {
     pairs+=("$base.$r.txt:$base.pid.$r")
   done
   KILLED=0
-  if [ "$kill" -eq 1 ]; then
-    kill_rank1_at_first_row "$base.0.txt" "${jobs[0]}" "$base.pid.1"
+  if [ "$kill" -ge 1 ]; then
+    kill_rank1_at_first_row "$base.0.txt" "${jobs[0]}" "$base.pid.1" "$([ "$kill" -eq 2 ] && echo STOP || echo KILL)"
     [ "$KILLED" -gt 0 ] || verdict="FAIL (ended before rank 1 could be killed mid-run)"
   fi
+  local others=("${pairs[@]}")
+  # A stopped rank 1 never ends by itself: wait for the others only.
+  [ "$kill" -eq 2 ] && others=("${pairs[0]}" "${pairs[@]:2}")
   if [ "$KILLED" -gt 0 ]; then
-    await $((KILLED + (FAIL_T + MARGIN) * 1000000000)) "${pairs[@]}" || late=1
+    await $((KILLED + (FAIL_T + MARGIN) * 1000000000)) "${others[@]}" || late=1
   else
     await $((start + RUN_TIMEOUT * 1000000000)) "${pairs[@]}" || late=1
   fi
+  [ "$kill" -eq 2 ] && kill -KILL "$(cat "$base.pid.1")" 2>/dev/null
   wait "${jobs[@]}"
   reap_leftovers
   local codes=() rc end last=0
@@ -733,6 +753,8 @@ tcp_run() {
         verdict="FAIL (rank $r exit 0)"
       elif ! grep -Eq "$NAMES_RANK1" "$base.$r.txt"; then
         verdict="FAIL (rank $r does not name rank 1)"
+      elif [ "$kill" -eq 2 ] && { [ "$rc" -ne 4 ] || ! grep -Eq "$STOPPED_RANK1" "$base.$r.txt"; }; then
+        verdict="FAIL (rank $r: exit $rc, or its timeout does not name the stopped rank 1)"
       fi
     fi
   done
@@ -743,7 +765,7 @@ tcp_run() {
   if [ "$KILLED" -gt 0 ]; then
     t=$(((last - KILLED) / 100000000))
     t="$((t / 10)).$((t % 10))"
-    [ "$verdict" = ok ] && verdict="ok (the others ended within $t s of the kill, naming rank 1)"
+    [ "$verdict" = ok ] && verdict="ok (the others ended within $t s of the signal, naming rank 1)"
   else
     t=$(secs "$start")
   fi
@@ -759,6 +781,9 @@ part_failures() {
     # shellcheck disable=SC2086 # FAIL_ARGS is a word list
     tcp_run "TCP launch, kill -9 of rank 1 mid-run, -T $FAIL_T" 1 \
       "${WRAP[@]}" "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
+    # shellcheck disable=SC2086 # FAIL_ARGS is a word list
+    tcp_run "TCP launch, SIGSTOP of rank 1 mid-run, -T $FAIL_T" 2 \
+      "${WRAP[@]}" "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
   else
     skip "TCP launch" "the mpi backend needs mpirun"
   fi
@@ -771,6 +796,7 @@ part_failures() {
     "${MPIRUN[@]}" -x ERDMA_BENCH_HOOK=kill:1 "${WRAP[@]}" "$ar" "${BARGS[@]}" $FAIL_ARGS -T "$FAIL_T"
   grep_check "names rank 1" "$NAMES_RANK1"
   mpirun_outside_kill
+  mpirun_outside_kill STOP
   check "mpirun -np $N, rank 1 stalls (stall:1 hook), -T $FAIL_T" 4 "$limit" "" \
     "${MPIRUN[@]}" -x ERDMA_BENCH_HOOK=stall:1 "${WRAP[@]}" "$ar" "${BARGS[@]}" -b 1M -e 1M -c 0 -T "$FAIL_T"
   grep_check "timeout names rank 1" "Test timeout \\(${FAIL_T}s\\) rank 1 "

@@ -10,6 +10,7 @@ use super::check::{Checker, Plan, Seg};
 use super::colls::{Collective, InitArgs, OpMode, RootMode, Target};
 use super::errors::{TestError, TestResult};
 use super::hooks::Hooks;
+use super::job;
 use super::options::Options;
 use super::output::{IterReport, Output, RowResult};
 use super::sync::{Average, ProcessSync};
@@ -33,6 +34,9 @@ pub struct Common<'a> {
     pub nranks: usize,
     /// This process's index in the communicator.
     pub proc: usize,
+    /// This process's index in the whole job (differs from `proc` with
+    /// NCCL_TESTS_SPLIT): names its ranks in the timeout census.
+    pub world_proc: usize,
     /// NCCL_TESTS_SPLIT made communicators of different sizes: their test
     /// lists may differ, so they are compared before running (see
     /// [`Thread::run_test`]).
@@ -98,6 +102,8 @@ pub struct Thread<'a> {
     timed: bool,
     what: String,
     totals: ThreadTotals,
+    /// Collectives this thread issued (for the timeout census).
+    issued: std::sync::Arc<job::IssueCounter>,
 }
 
 impl<'a> Thread<'a> {
@@ -128,6 +134,7 @@ impl<'a> Thread<'a> {
             timed: false,
             what: String::new(),
             totals: ThreadTotals::default(),
+            issued: job::IssueCounter::register(),
         }
     }
 
@@ -169,7 +176,10 @@ impl<'a> Thread<'a> {
             self.same_test_count(n)?;
         }
         if skip_all {
-            println!("nRanks {} is not a power of 2, skipping", self.c.nranks);
+            super::console::out(&format!(
+                "nRanks {} is not a power of 2, skipping\n",
+                self.c.nranks
+            ));
             return Ok(());
         }
         for &dt in &types {
@@ -287,6 +297,7 @@ impl<'a> Thread<'a> {
                     out.line_preamble(shown, count, dt.name(), op_name, root, cycle);
                 }
                 self.what = format!("{} {} {} {} B", self.c.coll.name, dt.name(), op_name, shown);
+                job::set_activity(&self.what);
                 self.bench_time(dt, op, root, false)?;
                 self.bench_time(dt, op, root, true)?;
                 if let Some(out) = self.out.as_deref_mut() {
@@ -356,6 +367,10 @@ impl<'a> Thread<'a> {
     /// (of the calls `prepare` built).
     #[inline]
     fn start_coll(&mut self, iter: i64) -> TestResult<()> {
+        // A relaxed atomic load: SIGINT/SIGTERM end even a long loop.
+        if job::stopping() {
+            return Err(job::check().err().unwrap_or(TestError::Cancelled));
+        }
         // Rotate the offsets to avoid cache effects, as nccl-tests does.
         let shift = self.launch.stride * ((iter as u64 % self.launch.steps) as usize);
         let g = self.launch.calls.len();
@@ -363,6 +378,9 @@ impl<'a> Thread<'a> {
             self.ranks.group_start()?;
         }
         if !self.stalled {
+            // Counted before issuing: an issue that blocks (the host
+            // backend exchanges inline) has been attempted.
+            self.issued.note();
             for (i, call) in self.launch.calls.iter().enumerate() {
                 self.ranks.enqueue_prepared(i, call, shift)?;
             }
@@ -396,14 +414,21 @@ impl<'a> Thread<'a> {
             if self.ranks.poll()? == Poll::Done && !self.stalled {
                 return Ok(());
             }
-            if timeout > 0 && start.elapsed() > timeout as f64 {
+            let timed_out = timeout > 0 && start.elapsed() > timeout as f64;
+            // Another rank's timeout (the census), or this process stopping.
+            let interrupted = job::check().err();
+            if timed_out || interrupted.is_some() {
                 let pending = if self.stalled {
                     (0..self.ranks.count()).collect()
                 } else {
                     self.ranks.pending()
                 };
                 self.ranks.abort();
-                return Err(self.timeout_error(&pending));
+                let world_first = (self.c.world_proc * self.c.opts.nthreads.max(1) as usize
+                    + self.thread)
+                    * self.c.opts.ngpus.max(1) as usize;
+                job::set_pending(pending.iter().map(|i| world_first + i).collect());
+                return Err(interrupted.unwrap_or_else(|| self.timeout_error(&pending)));
             }
             std::thread::yield_now();
         }
@@ -465,9 +490,11 @@ impl<'a> Thread<'a> {
             self.ranks.capture_begin()?;
         }
         self.timed = true;
+        job::set_activity(&format!("{} (timed iterations)", self.what));
         self.hook_at_timed_start();
         let (cpu_sec, delta, iter_times) = self.timed_loop(graph)?;
         self.timed = false;
+        job::set_activity(&self.what);
         let delta = self
             .c
             .sync

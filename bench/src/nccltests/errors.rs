@@ -44,18 +44,69 @@ pub enum TestError {
     /// Launch/rendezvous failures and internal errors: status 1.
     #[error("{0}")]
     Internal(String),
+    /// Host memory for buffers could not be allocated: status 2, as
+    /// nccl-tests' failed `cudaMalloc` (the host backends' "device" memory).
+    #[error("Test host memory failure {what} '{msg}'")]
+    HostMemory {
+        /// What was being allocated, with its size.
+        what: String,
+        /// Why, and how to fix it.
+        msg: String,
+    },
+    /// Another process of the job failed first and said why: its status.
+    #[error("rank {rank} reports: {msg}")]
+    Peer {
+        /// The process (bootstrap rank) that failed.
+        rank: usize,
+        /// Its exit status, taken as this process's.
+        code: i32,
+        /// Its one-line report.
+        msg: String,
+    },
+    /// SIGINT/SIGTERM (or stdout closed: SIGPIPE): the run stops, its
+    /// output files are closed, and the process ends by that signal.
+    #[error("interrupted by {}", signal_name(*signal))]
+    Interrupted {
+        /// The signal number.
+        signal: i32,
+    },
+    /// This thread stopped because another thread of the process failed
+    /// (never reported: the other thread's error is).
+    #[error("stopped: another thread of this process failed")]
+    Cancelled,
+}
+
+/// "SIGINT" for 2, and so on.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        libc::SIGINT => "SIGINT".into(),
+        libc::SIGTERM => "SIGTERM".into(),
+        libc::SIGPIPE => "SIGPIPE (stdout closed)".into(),
+        libc::SIGHUP => "SIGHUP".into(),
+        s => format!("signal {s}"),
+    }
 }
 
 impl TestError {
     /// The process exit status for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            TestError::Internal(_) => 1,
-            TestError::Cuda { .. } => 2,
+            TestError::Internal(_) | TestError::Cancelled => 1,
+            TestError::Cuda { .. } | TestError::HostMemory { .. } => 2,
             TestError::Comm { .. } => 3,
             TestError::Timeout { .. } => 4,
             TestError::NotImplemented(_) => 5,
             TestError::InvalidUsage(_) => 6,
+            TestError::Peer { code, .. } => *code,
+            TestError::Interrupted { signal } => 128 + signal,
+        }
+    }
+
+    /// Out of host memory for `what` (`bytes` long).
+    pub fn host_memory(what: &str, bytes: u128) -> TestError {
+        TestError::HostMemory {
+            what: format!("malloc({bytes}) for {what}"),
+            msg: "out of memory: this host cannot hold the buffers of its ranks; lower -e (or start fewer ranks per host)".into(),
         }
     }
 

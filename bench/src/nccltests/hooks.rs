@@ -14,6 +14,9 @@
 //!   the device-API kernels with a device communicator and windows built
 //!   over plain device memory instead of NCCL's (which needs 2+ GPUs): the
 //!   kernels' data paths can then be checked on one GPU.
+//! - `skip-option-check` (no rank) - the processes do not compare their
+//!   options at start ([`crate::nccltests::agree`]), so that what a
+//!   mismatch does later (MPI_ERR_TRUNCATE) can be tested.
 //!
 //! Several hooks may be given, separated by commas. R is a rank of the
 //! communicator: with NCCL_TESTS_SPLIT, rank R of every communicator.
@@ -29,6 +32,8 @@ pub struct Hooks {
     pub kill: Vec<usize>,
     /// Ranks whose `-D` device communicator is faked.
     pub fake_devcomm: Vec<usize>,
+    /// The start-up comparison of options is skipped.
+    pub skip_option_check: bool,
 }
 
 impl Hooks {
@@ -43,6 +48,10 @@ impl Hooks {
     pub fn parse(s: &str) -> Hooks {
         let mut h = Hooks::default();
         for item in s.split(',') {
+            if item.trim() == "skip-option-check" {
+                h.skip_option_check = true;
+                continue;
+            }
             let Some((kind, rank)) = item.trim().split_once(':') else {
                 continue;
             };
@@ -68,6 +77,8 @@ mod tests {
     #[test]
     fn parse_hooks() {
         let h = Hooks::parse("corrupt:1, stall:2,kill:x,bogus:3,kill:0,fake-devcomm:0");
+        assert!(!h.skip_option_check);
+        assert!(Hooks::parse("stall:1, skip-option-check").skip_option_check);
         assert_eq!(h.fake_devcomm, vec![0]);
         assert_eq!(h.corrupt, vec![1]);
         assert_eq!(h.stall, vec![2]);

@@ -15,16 +15,21 @@
 //! - [`output`]: stdout report, JSON (schema 3) and CSV writers.
 //! - [`verifiable`]: exactly-known reduction data.
 
+pub mod agree;
+pub mod alloc;
 pub mod backend;
 pub mod bootstrap;
+pub mod census;
 pub mod cfmt;
 pub mod check;
 pub mod colls;
+pub mod console;
 pub mod cparse;
 pub mod driver;
 pub mod errors;
 pub mod getopt;
 pub mod hooks;
+pub mod job;
 pub mod memuse;
 pub mod options;
 pub mod output;

@@ -9,20 +9,38 @@ use super::cparse::{atof, atoi, strtoul};
 use super::driver::Common;
 use super::errors::{EXIT_WRONG_RESULTS, TestError, TestResult};
 use super::hooks::Hooks;
+use super::job::{self, Stop};
 use super::memuse::{self, MemUse};
 use super::options::{self, Options, Parsed, Printed};
 use super::output::{Output, text::DeviceLine};
 use super::sync::ProcessSync;
 use super::threads::{alloc_all, run_threads};
 use super::workers::Workers;
+use super::{agree, census, console};
+use std::sync::Arc;
 
 /// Runs the benchmark for `coll` with the process's arguments and returns
 /// the exit status. Binaries call this from `main`.
 pub fn main(coll: &'static Collective) -> std::process::ExitCode {
-    let argv: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let code = run_with_args(coll, &argv);
+    // Before any thread exists (MPI's included): see job::install_signal_handlers.
+    job::install_signal_handlers();
+    // An argument that is not UTF-8 is refused rather than altered (a
+    // lossy -J path would write another file).
+    let argv: Result<Vec<String>, _> = std::env::args_os().map(|a| a.into_string()).collect();
+    let code = match argv {
+        Ok(argv) => run_with_args(coll, &argv),
+        Err(bad) => {
+            console::err(&format!(
+                "invalid argument '{}': not valid UTF-8\n",
+                bad.to_string_lossy()
+            ));
+            super::errors::EXIT_BAD_ARGS
+        }
+    };
+    console::flush();
+    if let Some(Stop::Signal(sig)) = job::stop_reason() {
+        job::die_by_signal(sig);
+    }
     std::process::ExitCode::from((code & 0xff) as u8)
 }
 
@@ -32,47 +50,67 @@ pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
     let (features, version) = backend::probe_features(kind);
     let mut printed = Printed::default();
     let parsed = options::parse(argv, features, version, &mut printed);
-    print!("{}", printed.stdout);
-    eprint!("{}", printed.stderr);
+    console::out(&printed.stdout);
+    console::err(&printed.stderr);
     let opts = match parsed {
         Parsed::Exit(code) => return code,
         Parsed::Run(o) => *o,
     };
+    job::set_timeout(opts.timeout);
     let host = hosthash::short_hostname();
     let launch = match bootstrap::start(&opts) {
         Ok(l) => l,
-        Err(e) => return report_fatal(&host, &e),
+        Err(e) => return fail(&host, e, None),
     };
     let boot = launch.boot.clone();
+    job::set_world(boot.clone());
     match run(coll, opts, launch, &host) {
         Ok(code) => {
             finalize_mpi();
             if code == EXIT_WRONG_RESULTS {
-                println!(
-                    " .. {host} pid {}: Test failure common.cu:1454",
+                console::out(&format!(
+                    " .. {host} pid {}: Test failure common.cu:1454\n",
                     std::process::id()
-                );
+                ));
             }
             code
         }
-        Err(e) => {
-            let code = report_fatal(&host, &e);
-            if matches!(e, TestError::Comm { .. } | TestError::Timeout { .. }) {
-                report_lost_peers(&host, boot.as_ref());
-            }
-            if boot.size() > 1 {
-                if matches!(e, TestError::Timeout { .. }) {
-                    // Every rank's -T clock started at the same barrier, so
-                    // the peers time out within moments of this one; the
-                    // abort below would kill them before they say which rank
-                    // they are (a stalled peer is named only by itself).
-                    std::thread::sleep(TIMEOUT_GRACE);
-                }
-                boot.abort(code);
-            }
-            code
-        }
+        Err(e) => fail(&host, e, Some(boot.as_ref())),
     }
+}
+
+/// The end of a failed run (its output files are already closed): the
+/// report, then the job ends everywhere with the same status. A timeout is
+/// first explained by the census, so that every rank names the stuck one.
+fn fail(host: &str, e: TestError, boot: Option<&dyn Bootstrap>) -> i32 {
+    if let TestError::Interrupted { signal } = e {
+        // A signal, or stdout's reader gone: end by that signal, quietly,
+        // as nccl-tests would (main re-raises it).
+        job::stop(Stop::Signal(signal));
+        return e.exit_code();
+    }
+    let multi = boot.filter(|b| b.size() > 1);
+    let e = match multi {
+        Some(b) => census::explain(e, b, host),
+        None => e,
+    };
+    let code = report_fatal(host, &e);
+    if matches!(e, TestError::Comm { .. } | TestError::Timeout { .. })
+        && let Some(b) = multi
+    {
+        report_lost_peers(host, b);
+    }
+    if let Some(b) = multi {
+        console::flush();
+        if matches!(e, TestError::Timeout { .. }) {
+            // Every live rank reached the same verdict at the same moment;
+            // give the others time to print theirs before the job ends (an
+            // MPI_Abort kills them at once).
+            std::thread::sleep(TIMEOUT_GRACE);
+        }
+        b.abort(&e);
+    }
+    code
 }
 
 /// Names the ranks whose bootstrap connection closed: after a peer dies,
@@ -80,9 +118,6 @@ pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
 /// says which rank it was. The kernel closes a dead process's sockets at
 /// once, but give it a moment to deliver that.
 fn report_lost_peers(host: &str, boot: &dyn Bootstrap) {
-    if boot.size() < 2 {
-        return;
-    }
     let mut lost = boot.lost_peers();
     if lost.is_empty() {
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -92,25 +127,25 @@ fn report_lost_peers(host: &str, boot: &dyn Bootstrap) {
         return;
     }
     let ranks: Vec<String> = lost.iter().map(|r| r.to_string()).collect();
-    println!(
-        "{host}: rank{} {} left the job (their {} bootstrap connection to rank {} closed)",
+    console::out(&format!(
+        "{host}: rank{} {} left the job (their {} bootstrap connection to rank {} closed)\n",
         if lost.len() > 1 { "s" } else { "" },
         ranks.join(","),
         boot.name(),
         boot.rank()
-    );
+    ));
 }
 
 /// How long a rank that timed out waits before aborting the job, so that its
 /// peers' own timeout lines get printed.
-const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn report_fatal(host: &str, e: &TestError) -> i32 {
-    println!("{host}: {e}");
-    println!(
-        " .. {host} pid {}: Test failure common.cu:1454",
+    console::out(&format!("{host}: {e}\n"));
+    console::out(&format!(
+        " .. {host} pid {}: Test failure common.cu:1454\n",
         std::process::id()
-    );
+    ));
     e.exit_code()
 }
 
@@ -216,11 +251,13 @@ fn parse_split_int(s: &str) -> Option<i32> {
 
 fn run(
     coll: &'static Collective,
-    mut opts: Options,
+    opts: Options,
     launch: bootstrap::Launch,
     host: &str,
 ) -> TestResult<i32> {
     let boot = launch.boot.clone();
+    // First of all: the processes agree on the options, or stop (exit 6).
+    agree::check(&opts, &*boot)?;
     let pl = place(&*boot, launch.local_rank_hint)?;
     let mut out = Output::new(pl.proc == 0, &opts);
     if let Some(path) = opts.output_file.clone() {
@@ -231,11 +268,35 @@ fn run(
     if let Some(path) = opts.csv_file.clone() {
         out.open_csv(&path).map_err(TestError::InvalidUsage)?;
     }
+    // A timeout is explained (which rank is stuck) before the files close.
+    let r = run_opened(coll, opts, &boot, &pl, host, &mut out)
+        .map_err(|e| census::explain(e, &*boot, host));
+    if let Err(e) = &r {
+        // The files stay valid, with what was measured and why it stopped.
+        out.abandon(&e.to_string());
+    }
+    let closed = out.finalize().map_err(TestError::Internal);
+    let code = r?;
+    closed?;
+    // Nobody leaves (MPI_Finalize waits for everyone) before everyone is
+    // done: a rank stuck at the end is then a timeout like any other.
+    boot.barrier()?;
+    Ok(code)
+}
+
+fn run_opened(
+    coll: &'static Collective,
+    mut opts: Options,
+    boot: &Arc<dyn Bootstrap>,
+    pl: &Place,
+    host: &str,
+    out: &mut Output,
+) -> TestResult<i32> {
     // Split only when the colors differ: every process then agrees, and a
     // run whose processes share one color keeps its plain communicator.
     let split = (pl.group_procs < pl.total_procs).then_some(pl.color);
-    let be = backend::create(&opts, coll.kind, &boot, split)?;
-    check_threading(&opts, &*boot)?;
+    let be = backend::create(&opts, coll.kind, boot, split)?;
+    check_threading(&opts, &**boot)?;
     let per_proc = (opts.nthreads * opts.ngpus) as usize;
     let gpu0 = std::env::var("NCCL_TESTS_DEVICE")
         .map(|v| atoi(&v))
@@ -245,19 +306,19 @@ fn run(
     } else {
         (pl.local_rank * per_proc) as i32
     };
-    let max_mem = device_report(&opts, &*be, &*boot, &pl, first_dev, host, &mut out)?;
-    cap_max_bytes(&mut opts, max_mem, pl.proc == 0, &out);
+    let max_mem = device_report(&opts, &*be, &**boot, pl, first_dev, host, out)?;
+    cap_max_bytes(&mut opts, max_mem, pl.proc == 0, out);
     let nranks = pl.group_procs * per_proc;
     out.nranks = nranks;
-    let id = unique_id(&*be, &*boot, &pl)?;
-    let slots = thread_slots(&opts, &pl, first_dev);
+    let id = unique_id(&*be, &**boot, pl)?;
+    let slots = thread_slots(&opts, pl, first_dev);
     let hooks = Hooks::from_env();
     let sync = ProcessSync::new(opts.nthreads as usize, boot.clone());
     // Every process must sweep the same types (nccl-tests takes the lowest
     // compute capability of the run to drop fp8).
     let mut features = be.features();
     features.type_count =
-        bootstrap::allreduce_i64(&*boot, features.type_count as i64, Combine::Min)? as usize;
+        bootstrap::allreduce_i64(&**boot, features.type_count as i64, Combine::Min)? as usize;
     let (mut ranks, setup_mem) = if opts.parallel_init == 0 {
         init_all(&*be, &id, nranks, &slots, &opts)?
     } else {
@@ -274,15 +335,16 @@ fn run(
         features,
         nranks,
         proc: pl.group_proc,
+        world_proc: pl.proc,
         uneven_split: pl.uneven,
         max_bytes: opts.max_bytes,
         hostname: host,
         check_workers: Workers::share(pl.local_procs.max(1) * opts.nthreads.max(1) as usize),
     };
-    let done = run_threads(&common, &*be, &id, &slots, &mut ranks, &mut out)?;
+    let done = run_threads(&common, &*be, &id, &slots, &mut ranks, out)?;
     let totals = done.totals;
-    let errors = bootstrap::allreduce_i64(&*boot, totals.errors, Combine::Sum)?;
-    let mem = setup_mem.max(done.mem).max_over(&*boot)?;
+    let errors = bootstrap::allreduce_i64(&**boot, totals.errors, Combine::Sum)?;
+    let mem = setup_mem.max(done.mem).max_over(&**boot)?;
     for mut r in done.ranks {
         r.finish()?;
     }
@@ -299,7 +361,6 @@ fn run(
         out.mem_info(mem.init, mem.user, mem.coll);
     }
     out.errors(&be.last_error());
-    out.finalize().map_err(TestError::Internal)?;
     let failed = errors != 0 || bw < check_avg_bw * 0.9;
     Ok(if failed { EXIT_WRONG_RESULTS } else { 0 })
 }
@@ -332,14 +393,10 @@ fn init_all(
 
 fn check_threading(o: &Options, boot: &dyn Bootstrap) -> TestResult<()> {
     #[cfg(feature = "mpi")]
-    if o.nthreads > 1 && boot.name() == "MPI" {
-        let b = bootstrap::mpi::Mpi::init()?;
-        if !b.serialized_ok() {
-            return Err(TestError::NotImplemented(
-                "-t > 1 needs MPI_THREAD_SERIALIZED or better, which this MPI does not provide"
-                    .into(),
-            ));
-        }
+    if o.nthreads > 1 && boot.name() == "MPI" && !bootstrap::mpi::serialized_ok() {
+        return Err(TestError::NotImplemented(
+            "-t > 1 needs MPI_THREAD_SERIALIZED or better, which this MPI does not provide".into(),
+        ));
     }
     let _ = (o, boot);
     Ok(())
@@ -379,11 +436,11 @@ fn device_report(
     for i in 0..per_proc {
         let dev = first_dev + i as i32;
         if dev < 0 || dev as usize >= available {
-            eprintln!(
-                "Invalid number of GPUs: {} requested but only {} were found.\nPlease check the number of processes and GPUs per process.",
+            console::err(&format!(
+                "Invalid number of GPUs: {} requested but only {} were found.\nPlease check the number of processes and GPUs per process.\n",
                 first_dev as i64 + per_proc as i64,
                 available
-            );
+            ));
             status = 1;
             break;
         }
@@ -408,11 +465,31 @@ fn device_report(
             "too few GPUs for the requested ranks".into(),
         ));
     }
-    let procs: Vec<Vec<DeviceLine>> = all.iter().map(|m| parse_lines(&m[9..])).collect();
+    let procs: Vec<Vec<DeviceLine>> = all
+        .iter()
+        .map(|m| parse_lines(m.get(9..).unwrap_or_default()))
+        .collect();
+    // Who is where, to name a rank that stops answering later.
+    job::set_roster(
+        procs
+            .iter()
+            .map(|l| {
+                l.first()
+                    .map_or((String::new(), 0), |d| (d.hostname.clone(), d.pid as u32))
+            })
+            .collect(),
+        per_proc,
+    );
     out.device_report(o, headers, library, &procs);
     let min = all
         .iter()
-        .map(|m| u64::from_le_bytes(m[1..9].try_into().unwrap_or([0xff; 8])))
+        .map(|m| {
+            u64::from_le_bytes(
+                m.get(1..9)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or([0xff; 8]),
+            )
+        })
         .min();
     let _ = pl.total_procs;
     Ok(min.unwrap_or(u64::MAX))

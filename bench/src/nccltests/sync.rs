@@ -16,6 +16,8 @@ struct State {
     acc_i64: i64,
     rows: Vec<f64>,
     result: Option<Result<Outcome, TestError>>,
+    /// A thread failed: nobody waits for it any more.
+    poisoned: bool,
 }
 
 #[derive(Clone, Default)]
@@ -100,13 +102,29 @@ impl ProcessSync {
         self.rendezvous(thread, Op::MaxRows(row)).map(|o| o.rows)
     }
 
+    /// Releases every waiting thread with [`TestError::Cancelled`], and all
+    /// later rendezvous: a thread failed and will not arrive.
+    pub fn poison(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .poisoned = true;
+        self.cond.notify_all();
+    }
+
     fn rendezvous(&self, thread: usize, op: Op) -> TestResult<Outcome> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if st.poisoned {
+            return Err(TestError::Cancelled);
+        }
         let generation = st.generation;
         Self::contribute(&mut st, thread, &op);
         st.arrived += 1;
         if st.arrived < self.nthreads {
             while st.generation == generation {
+                if st.poisoned {
+                    return Err(TestError::Cancelled);
+                }
                 st = self.cond.wait(st).unwrap_or_else(|p| p.into_inner());
             }
             return st
@@ -222,6 +240,22 @@ mod tests {
             let got = run_threads(4, |s, t| s.allreduce_f64(t, v(t), avg).unwrap());
             assert!(got.iter().all(|&g| g == want), "{avg:?}: {got:?}");
         }
+    }
+
+    #[test]
+    fn a_failed_thread_releases_the_others() {
+        let got = run_threads(3, |s, t| {
+            if t == 2 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                s.poison();
+                return -1.0;
+            }
+            match s.barrier(t) {
+                Err(TestError::Cancelled) => 1.0,
+                other => panic!("{:?}", other.err()),
+            }
+        });
+        assert_eq!(got, vec![1.0, 1.0, -1.0]);
     }
 
     #[test]

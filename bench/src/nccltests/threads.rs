@@ -6,6 +6,7 @@
 use super::backend::{Backend, RankSlot, Ranks};
 use super::driver::{Common, Thread, ThreadTotals};
 use super::errors::{TestError, TestResult};
+use super::job;
 use super::memuse::{self, MemUse};
 use super::options::Options;
 use super::output::Output;
@@ -26,9 +27,14 @@ struct ThreadEnd {
     mem: MemUse,
 }
 
-/// Bytes of each send and receive buffer: `max_bytes` plus room for `-u`.
-fn buffer_bytes(o: &Options) -> usize {
-    o.max_bytes as usize + 8 * o.unalign.max(0) as usize
+/// Bytes of each send and receive buffer: `max_bytes` plus room for `-u`
+/// (an error when that does not fit in this machine's address space).
+fn buffer_bytes(o: &Options) -> TestResult<usize> {
+    let want = o.max_bytes as u128 + 8 * o.unalign.max(0) as u128;
+    usize::try_from(want)
+        .ok()
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| TestError::host_memory("the send and receive buffers", want))
 }
 
 /// Allocates (and with `-R` registers) every thread's buffers from this
@@ -61,7 +67,7 @@ fn setup_device_api(v: &mut [Box<dyn Ranks>], o: &Options) -> TestResult<()> {
 }
 
 fn alloc_ranks(r: &mut dyn Ranks, o: &Options) -> TestResult<()> {
-    let bytes = buffer_bytes(o);
+    let bytes = buffer_bytes(o)?;
     r.alloc(bytes, bytes)?;
     if o.local_register != 0 {
         r.register(o.local_register)?;
@@ -84,7 +90,7 @@ fn init_thread(
     let mut r = v
         .pop()
         .ok_or_else(|| TestError::Internal("no ranks".into()))?;
-    let bytes = buffer_bytes(c.opts);
+    let bytes = buffer_bytes(c.opts)?;
     r.alloc(bytes, bytes)?;
     let f1 = memuse::free_now(be, &devs);
     if c.opts.local_register != 0 {
@@ -129,7 +135,8 @@ fn thread_body(
 }
 
 /// Runs thread 0 here and the others on scoped threads; sums their totals
-/// and takes the largest of their `-M` figures.
+/// and takes the largest of their `-M` figures. When a thread fails, the
+/// others are stopped ([`job::Stop::Sibling`]) and its error is returned.
 pub fn run_threads(
     c: &Common,
     be: &dyn Backend,
@@ -143,17 +150,44 @@ pub fn run_threads(
     };
     let mut taken: Vec<Option<Box<dyn Ranks>>> = ranks.iter_mut().map(Option::take).collect();
     let first = taken.first_mut().and_then(Option::take);
+    // A failing thread stops the others, which would otherwise wait for it
+    // (in a barrier, or for its part of a collective) until -T.
+    let body = |t: usize, slots: &[RankSlot], r, out| {
+        let res = thread_body(c, be, id, slots, t, r, out);
+        if res.is_err() {
+            c.sync.poison();
+            job::stop(job::Stop::Sibling);
+        }
+        res
+    };
     let results: Vec<TestResult<ThreadEnd>> = std::thread::scope(|s| {
-        let handles: Vec<_> = taken
-            .iter_mut()
-            .enumerate()
-            .skip(1)
-            .map(|(t, r)| {
-                let r = r.take();
-                s.spawn(move || thread_body(c, be, id, &slots[t], t, r, None))
-            })
-            .collect();
-        let mut res = vec![thread_body(c, be, id, slots0, 0, first, Some(out))];
+        let mut handles = Vec::new();
+        let mut spawn_error = None;
+        for (t, r) in taken.iter_mut().enumerate().skip(1) {
+            let r = r.take();
+            let slots = &slots[t];
+            let spawned = std::thread::Builder::new()
+                .name(format!("bench-{t}"))
+                .spawn_scoped(s, move || body(t, slots, r, None));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    spawn_error = Some(TestError::Internal(format!(
+                        "cannot start benchmark thread {t} of {} (-t): {e}: lower -t, or raise the limit on threads (ulimit -u, /proc/sys/kernel/threads-max)",
+                        c.opts.nthreads
+                    )));
+                    c.sync.poison();
+                    job::stop(job::Stop::Sibling);
+                    break;
+                }
+            }
+        }
+        let mut res = Vec::new();
+        if let Some(e) = spawn_error {
+            res.push(Err(e));
+        } else {
+            res.push(body(0, slots0, first, Some(out)));
+        }
         for h in handles {
             res.push(h.join().unwrap_or_else(|_| {
                 Err(TestError::Internal("a benchmark thread panicked".into()))
@@ -161,6 +195,10 @@ pub fn run_threads(
         }
         res
     });
+    // The first failure is the cause; the others only stopped because of it.
+    if let Some(e) = first_cause(&results) {
+        return Err(e);
+    }
     let mut done = Finished {
         totals: ThreadTotals::default(),
         ranks: Vec::new(),
@@ -175,4 +213,14 @@ pub fn run_threads(
         done.ranks.push(end.ranks);
     }
     Ok(done)
+}
+
+/// The error that caused the others (which are [`TestError::Cancelled`]).
+fn first_cause(results: &[TestResult<ThreadEnd>]) -> Option<TestError> {
+    let errors: Vec<&TestError> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    errors
+        .iter()
+        .find(|e| !matches!(e, TestError::Cancelled))
+        .or(errors.first())
+        .map(|e| (*e).clone())
 }

@@ -3,6 +3,7 @@
 //! parts, one per thread, and the result does not depend on the cut.
 
 use std::num::NonZeroUsize;
+use std::sync::Mutex;
 
 /// Most threads one rank's generation or check uses: memory bandwidth,
 /// not arithmetic, limits it beyond this.
@@ -58,7 +59,8 @@ impl Workers {
     }
 
     /// Calls `f(first_element, part)` on every part of `out`, in parallel;
-    /// the calling thread takes the first part.
+    /// the calling thread works too (and does everything when no thread
+    /// can be started: a process at its thread limit still runs).
     pub fn fill<F>(&self, out: &mut [u8], ws: usize, f: F)
     where
         F: Fn(usize, &mut [u8]) + Sync,
@@ -68,21 +70,30 @@ impl Workers {
             f(0, out);
             return;
         }
-        let f = &f;
+        let parts: Vec<(usize, &mut [u8])> = out
+            .chunks_mut(per)
+            .enumerate()
+            .map(|(k, p)| (k * per / ws, p))
+            .collect();
+        let helpers = parts.len() - 1;
+        let queue = Mutex::new(parts);
+        let work = || {
+            while let Some((first, part)) = take(&queue) {
+                f(first, part);
+            }
+        };
         std::thread::scope(|s| {
-            let mut parts = out.chunks_mut(per).enumerate();
-            let first = parts.next();
-            for (k, part) in parts {
-                s.spawn(move || f(k * per / ws, part));
+            for _ in 0..helpers {
+                if std::thread::Builder::new().spawn_scoped(s, work).is_err() {
+                    break;
+                }
             }
-            if let Some((_, part)) = first {
-                f(0, part);
-            }
+            work();
         });
     }
 
     /// The sum of `f(first_element, part)` over every part of `data`,
-    /// computed in parallel.
+    /// computed in parallel (as [`Workers::fill`]).
     pub fn sum<F>(&self, data: &[u8], ws: usize, f: F) -> u64
     where
         F: Fn(usize, &[u8]) -> u64 + Sync,
@@ -91,20 +102,40 @@ impl Workers {
         if per >= data.len() {
             return f(0, data);
         }
-        let f = &f;
+        let parts: Vec<(usize, &[u8])> = data
+            .chunks(per)
+            .enumerate()
+            .map(|(k, p)| (k * per / ws, p))
+            .collect();
+        let helpers = parts.len() - 1;
+        let queue = Mutex::new(parts);
+        let work = || {
+            let mut total = 0u64;
+            while let Some((first, part)) = take(&queue) {
+                total += f(first, part);
+            }
+            total
+        };
         std::thread::scope(|s| {
-            let mut parts = data.chunks(per).enumerate();
-            let first = parts.next();
-            let handles: Vec<_> = parts
-                .map(|(k, part)| s.spawn(move || f(k * per / ws, part)))
-                .collect();
-            let mut total = first.map_or(0, |(_, part)| f(0, part));
+            let mut handles = Vec::new();
+            for _ in 0..helpers {
+                match std::thread::Builder::new().spawn_scoped(s, work) {
+                    Ok(h) => handles.push(h),
+                    Err(_) => break,
+                }
+            }
+            let mut total = work();
             for h in handles {
                 total += h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
             }
             total
         })
     }
+}
+
+/// The next part of a shared list (any order: parts are independent).
+fn take<T>(q: &Mutex<Vec<T>>) -> Option<T> {
+    q.lock().unwrap_or_else(|p| p.into_inner()).pop()
 }
 
 #[cfg(test)]

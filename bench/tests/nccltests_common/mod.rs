@@ -238,3 +238,220 @@ pub fn assert_allreduce_factor(bw: &[(f64, f64)], n: usize, what: &str) {
         "{what}: every algbw too small to check the factor: {bw:?}"
     );
 }
+
+/// A child process whose stdout and stderr are collected as it runs, and
+/// which is killed (with the processes named in `also_kill`) when dropped:
+/// a failing test never leaves anything running.
+pub struct Proc {
+    child: Option<std::process::Child>,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+    err: std::sync::Arc<std::sync::Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    start: Instant,
+    /// Its process id.
+    pub pid: u32,
+    /// More processes to end with it (e.g. a rank the test stopped).
+    pub also_kill: Vec<u32>,
+}
+
+/// How a [`Proc`] ended.
+#[derive(Debug)]
+pub struct Ended {
+    /// Exit status, or minus the signal that ended it.
+    pub code: i32,
+    /// Its stdout.
+    pub out: String,
+    /// Its stderr.
+    pub err: String,
+    /// Seconds from its start to its end.
+    pub secs: f64,
+}
+
+fn collect(
+    mut r: impl std::io::Read + Send + 'static,
+    into: std::sync::Arc<std::sync::Mutex<String>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            into.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    })
+}
+
+/// Sends `sig` to process `pid`.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+impl Proc {
+    /// Starts `c` with stdout and stderr collected.
+    pub fn spawn(mut c: Command) -> Proc {
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let readers = vec![
+            collect(child.stdout.take().expect("stdout"), out.clone()),
+            collect(child.stderr.take().expect("stderr"), err.clone()),
+        ];
+        Proc {
+            pid: child.id(),
+            child: Some(child),
+            out,
+            err,
+            readers,
+            start: Instant::now(),
+            also_kill: Vec::new(),
+        }
+    }
+
+    /// A benchmark binary with arguments, extra environment, and the
+    /// launcher variables of the test's own environment removed.
+    pub fn bench(name: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut c = Command::new(bin(name));
+        c.args(args).env_remove("ERDMA_BENCH_HOOK");
+        for k in [
+            "RANK",
+            "WORLD_SIZE",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK",
+            "SLURM_PROCID",
+            "PMI_RANK",
+            "PMIX_RANK",
+            "NCCL_TESTS_MIN_BW",
+        ] {
+            c.env_remove(k);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Proc::spawn(c)
+    }
+
+    /// Rank `rank` of `n` launched over TCP at 127.0.0.1:`port`.
+    pub fn tcp_rank(
+        rank: usize,
+        n: usize,
+        port: &str,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
+        let (r, w) = (rank.to_string(), n.to_string());
+        let mut all = vec![
+            ("RANK", r.as_str()),
+            ("WORLD_SIZE", w.as_str()),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", port),
+        ];
+        all.extend_from_slice(env);
+        Proc::bench(name, args, &all)
+    }
+
+    /// What it printed on stdout so far.
+    pub fn stdout(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Waits until its stdout satisfies `pred` (false after `limit`, or
+    /// when it ended first).
+    pub fn wait_stdout(&mut self, pred: impl Fn(&str) -> bool, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if pred(&self.stdout()) {
+                return true;
+            }
+            if self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))))
+            {
+                return pred(&self.stdout());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Waits for its end, killing it after `limit`.
+    pub fn wait(mut self, limit: Duration) -> Ended {
+        let until = Instant::now() + limit;
+        let mut child = self.child.take().expect("child");
+        let status = loop {
+            if let Ok(Some(st)) = child.try_wait() {
+                break st;
+            }
+            if Instant::now() >= until {
+                stop_child(&mut child);
+                break child.wait().expect("wait");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let secs = self.start.elapsed().as_secs_f64();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        use std::os::unix::process::ExitStatusExt;
+        Ended {
+            code: status
+                .code()
+                .unwrap_or_else(|| -status.signal().unwrap_or(0)),
+            out: self.out.lock().unwrap().clone(),
+            err: self.err.lock().unwrap().clone(),
+            secs,
+        }
+    }
+}
+
+/// SIGTERM (mpirun then ends its ranks), then SIGKILL.
+fn stop_child(child: &mut std::process::Child) {
+    signal(child.id(), libc::SIGTERM);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        for &p in &self.also_kill {
+            signal(p, libc::SIGKILL);
+        }
+        if let Some(mut c) = self.child.take() {
+            if !matches!(c.try_wait(), Ok(Some(_))) {
+                stop_child(&mut c);
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The pid of `rank` in rank 0's device lines ("#  Rank  1 Group  0 Pid  4242 on ...").
+pub fn rank_pid(out: &str, rank: usize) -> Option<u32> {
+    out.lines()
+        .filter(|l| l.starts_with("#  Rank "))
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2)?.parse::<usize>().ok()? == rank).then(|| f.get(6)?.parse().ok())?
+        })
+}
+
+/// Whether the table's header has been printed (the run is measuring).
+pub fn measuring(out: &str) -> bool {
+    out.contains("#        (B)    (elements)")
+}

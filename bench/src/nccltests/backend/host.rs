@@ -24,6 +24,7 @@ use std::time::Duration;
 use super::hostcoll::{self, input_bytes, output_bytes, range_err};
 use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, BufRef, CollCall, DeviceInfo, Poll, RankSlot, Ranks};
+use crate::nccltests::alloc;
 use crate::nccltests::bootstrap::Bootstrap;
 use crate::nccltests::colls::Target;
 use crate::nccltests::errors::{TestError, TestResult};
@@ -289,7 +290,10 @@ impl Shared {
         hostcoll::check_root("host", c0.kind, c0.root, self.nranks)?;
         let ws = c0.dtype.size();
         let in_len = input_bytes(c0.kind, c0.count, ws, self.nranks);
-        let mut mine = vec![0u8; in_len * calls.len()];
+        let mut mine = alloc::zeroed(
+            alloc::product(in_len, calls.len(), "a host collective's input")?,
+            "a host collective's input",
+        )?;
         for (l, c) in calls.iter().enumerate() {
             self.read(l, c.send, &mut mine[l * in_len..(l + 1) * in_len])?;
         }
@@ -305,7 +309,7 @@ impl Shared {
             inputs
         };
         let out_len = output_bytes(c0.kind, c0.count, ws, self.nranks);
-        let mut out = vec![0u8; out_len];
+        let mut out = alloc::zeroed(out_len, "a host collective's output")?;
         for (l, c) in calls.iter().enumerate() {
             let me = self.first_rank + l;
             if hostcoll::compute(
@@ -386,8 +390,11 @@ impl Ranks for HostRanks {
     fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()> {
         for &l in &self.locals {
             let mut m = self.shared.mem[l].lock().unwrap_or_else(|p| p.into_inner());
-            m.send = vec![0; send_bytes];
-            m.recv = vec![0; recv_bytes];
+            // Free the old buffers first: they count against the new ones.
+            m.send = Vec::new();
+            m.recv = Vec::new();
+            m.send = alloc::zeroed(send_bytes, "the send buffer")?;
+            m.recv = alloc::zeroed(recv_bytes, "the receive buffer")?;
         }
         Ok(())
     }

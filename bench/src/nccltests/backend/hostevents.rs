@@ -10,7 +10,9 @@ use crate::nccltests::errors::{TestError, TestResult};
 
 /// Polls `ranks` until everything issued has completed; after `timeout`
 /// (none: wait forever) fails with `TestError::Timeout` and the text
-/// `detail` makes (built only then, so waiting never allocates).
+/// `detail` makes (built only then, so waiting never allocates). Ends
+/// early when the process stops or a peer starts the census
+/// ([`crate::nccltests::job::check`]).
 pub fn wait_done<R: Ranks>(
     ranks: &mut R,
     timeout: Option<Duration>,
@@ -18,6 +20,7 @@ pub fn wait_done<R: Ranks>(
 ) -> TestResult<()> {
     let start = Instant::now();
     while ranks.poll()? != Poll::Done {
+        crate::nccltests::job::check()?;
         if let Some(t) = timeout
             && start.elapsed() > t
         {

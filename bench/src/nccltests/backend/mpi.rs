@@ -30,8 +30,9 @@ use mpi::ffi;
 use super::hostcoll::{self, input_bytes, pre};
 use super::hostevents::{HostEvents, wait_done};
 use super::{Backend, CollCall, DeviceInfo, Poll, RankSlot, Ranks};
+use crate::nccltests::alloc;
 use crate::nccltests::bootstrap::Bootstrap;
-use crate::nccltests::bootstrap::mpi::{check, lock};
+use crate::nccltests::bootstrap::mpi::{Mpi, check, lock};
 use crate::nccltests::colls::{CollKind, Target};
 use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::options::Options;
@@ -82,32 +83,22 @@ impl MpiBackend {
     /// MPI_COMM_WORLD, color, proc)`). Collective over MPI_COMM_WORLD.
     /// Returns the communicator with this process's rank and size in it.
     fn communicator(&self) -> TestResult<(ffi::MPI_Comm, usize, usize)> {
+        // Bounded by -T like every exchange (MPI_Comm_idup, or a barrier
+        // before MPI_Comm_split): a stopped rank cannot hold this forever.
+        let world = Mpi::world(self.timeout.map_or(0, |t| t.as_secs() as i32))?;
+        let comm = match self.split {
+            Some(color) => world.split_raw(color, self.world_rank as c_int)?,
+            None => world.dup_raw()?,
+        };
         let _g = lock();
-        // SAFETY: MPI is initialized (the bootstrap is MPI) and the lock is
-        // held; Comm_dup/Comm_split write a new handle into `comm` and
-        // Comm_rank/Comm_size write one int each.
+        let (mut rank, mut size): (c_int, c_int) = (0, 0);
+        // SAFETY: `comm` is a valid communicator; each call writes one int;
+        // lock held.
         unsafe {
-            let mut comm: ffi::MPI_Comm = std::mem::zeroed();
-            match self.split {
-                Some(color) => check(
-                    ffi::MPI_Comm_split(
-                        ffi::RSMPI_COMM_WORLD,
-                        color,
-                        self.world_rank as c_int,
-                        &mut comm,
-                    ),
-                    "MPI_Comm_split",
-                )?,
-                None => check(
-                    ffi::MPI_Comm_dup(ffi::RSMPI_COMM_WORLD, &mut comm),
-                    "MPI_Comm_dup",
-                )?,
-            }
-            let (mut rank, mut size): (c_int, c_int) = (0, 0);
             check(ffi::MPI_Comm_rank(comm, &mut rank), "MPI_Comm_rank")?;
             check(ffi::MPI_Comm_size(comm, &mut size), "MPI_Comm_size")?;
-            Ok((comm, rank.max(0) as usize, size.max(0) as usize))
         }
+        Ok((comm, rank.max(0) as usize, size.max(0) as usize))
     }
 }
 
@@ -310,7 +301,12 @@ impl MpiRanks {
         let before = s.capacity();
         // Never empty: an empty Vec's dangling pointer (0x1) is Open MPI's
         // MPI_IN_PLACE.
-        s.resize(len.max(1), 0);
+        let want = len.max(1);
+        if s.len() < want {
+            s.try_reserve_exact(want - s.len())
+                .map_err(|_| TestError::host_memory("an in-place scratch copy", want as u128))?;
+        }
+        s.resize(want, 0);
         // Scratch is kept for later calls: memory the collectives use.
         let grown = s.capacity().saturating_sub(before) as u64;
         if grown > 0 {
@@ -548,8 +544,10 @@ impl Ranks for MpiRanks {
         1
     }
     fn alloc(&mut self, send_bytes: usize, recv_bytes: usize) -> TestResult<()> {
-        self.send = vec![0; send_bytes];
-        self.recv = vec![0; recv_bytes];
+        self.send = Vec::new();
+        self.recv = Vec::new();
+        self.send = alloc::zeroed(send_bytes, "the send buffer")?;
+        self.recv = alloc::zeroed(recv_bytes, "the receive buffer")?;
         let scratch: usize = self.scratch.iter().map(Vec::capacity).sum();
         let held = self.send.capacity() + self.recv.capacity() + scratch;
         self.used.store(held as u64, Ordering::Relaxed);
@@ -593,32 +591,24 @@ impl Ranks for MpiRanks {
         self.start(call)
     }
     fn poll(&mut self) -> TestResult<Poll> {
-        if self.requests.is_empty() {
-            self.finish_posts();
-            return Ok(Poll::Done);
-        }
-        let mut flag: c_int = 0;
-        let n = self.requests.len() as c_int;
-        let rc = {
-            let _g = lock();
-            // SAFETY: `requests` holds n valid request handles; MPI_Testall
-            // may set completed ones to MPI_REQUEST_NULL; lock held.
-            unsafe {
-                ffi::MPI_Testall(
-                    n,
-                    self.requests.as_mut_ptr(),
-                    &mut flag,
-                    ffi::RSMPI_STATUSES_IGNORE,
-                )
+        // One MPI_Test per request (usually one): unlike MPI_Testall, it
+        // returns the request's own error (MPI_ERR_TRUNCATE...).
+        while let Some(req) = self.requests.last_mut() {
+            let mut flag: c_int = 0;
+            let rc = {
+                let _g = lock();
+                // SAFETY: `req` is a valid request handle; MPI_Test sets it to
+                // MPI_REQUEST_NULL when it completes; lock held.
+                unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) }
+            };
+            check(rc, "MPI_Test (a nonblocking collective)")?;
+            if flag == 0 {
+                return Ok(Poll::Pending);
             }
-        };
-        check(rc, "MPI_Testall")?;
-        if flag != 0 {
-            self.requests.clear();
-            self.finish_posts();
-            return Ok(Poll::Done);
+            self.requests.pop();
         }
-        Ok(Poll::Pending)
+        self.finish_posts();
+        Ok(Poll::Done)
     }
     fn abort(&mut self) {
         // Nonblocking collectives cannot be cancelled; the caller ends the
@@ -655,6 +645,19 @@ impl Ranks for MpiRanks {
     fn mem_info(&self, _i: usize) -> Option<(u64, u64)> {
         let used = self.used.load(Ordering::Relaxed);
         Some((HOST_MEM.saturating_sub(used), HOST_MEM))
+    }
+}
+
+impl Drop for MpiRanks {
+    fn drop(&mut self) {
+        if !self.requests.is_empty() {
+            // Collectives still posted (after a timeout or an error) may
+            // still read or write these buffers: leak them, never free them
+            // under MPI (the process is about to end).
+            std::mem::forget(std::mem::take(&mut self.send));
+            std::mem::forget(std::mem::take(&mut self.recv));
+            std::mem::forget(std::mem::take(&mut self.scratch));
+        }
     }
 }
 

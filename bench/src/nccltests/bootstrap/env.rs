@@ -13,6 +13,11 @@ use crate::nccltests::errors::{TestError, TestResult};
 /// Default MASTER_PORT (PyTorch's).
 pub const DEFAULT_PORT: u16 = 29500;
 
+/// The largest WORLD_SIZE accepted: far beyond any cluster this runs on,
+/// and small enough that per-rank tables stay small (a WORLD_SIZE of 1e8
+/// or 2^64-1 is a typo, refused before anything is sized by it).
+pub const MAX_WORLD: usize = 1 << 20;
+
 /// What the environment says about this process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchEnv {
@@ -68,7 +73,12 @@ fn number(get: Getter, key: &str) -> TestResult<usize> {
 fn build(get: Getter, rk: &str, sk: &str, lk: &str, source: &'static str) -> TestResult<LaunchEnv> {
     let rank = number(get, rk)?;
     let size = number(get, sk)?;
-    if size == 0 || rank >= size {
+    if size == 0 || size > MAX_WORLD {
+        return Err(TestError::InvalidUsage(format!(
+            "{sk}={size} is not a number of processes this tool can run (1 to {MAX_WORLD})"
+        )));
+    }
+    if rank >= size {
         return Err(TestError::InvalidUsage(format!(
             "{rk}={rank} is not below {sk}={size}: every rank must be in 0..{sk}"
         )));
@@ -231,6 +241,17 @@ mod tests {
         let bad = |p: &[(&str, &str)]| env(p).unwrap().unwrap_err().to_string();
         assert!(bad(&[("RANK", "x"), ("WORLD_SIZE", "2")]).contains("RANK='x'"));
         assert!(bad(&[("RANK", "2"), ("WORLD_SIZE", "2")]).contains("not below"));
+        for huge in ["100000000", "18446744073709551615", "0"] {
+            assert!(
+                bad(&[("RANK", "0"), ("WORLD_SIZE", huge)]).contains(&format!(
+                    "WORLD_SIZE={huge} is not a number of processes this tool can run (1 to 1048576)"
+                )),
+                "{huge}"
+            );
+        }
+        assert!(
+            bad(&[("RANK", "0"), ("WORLD_SIZE", "99999999999999999999")]).contains("WORLD_SIZE='")
+        );
         assert!(
             bad(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "99999")])
                 .contains("MASTER_PORT")

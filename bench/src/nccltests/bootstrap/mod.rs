@@ -10,10 +10,13 @@ pub mod env;
 pub mod hosthash;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod rendezvous;
 pub mod single;
 pub mod tcp;
+pub mod wire;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::errors::{TestError, TestResult};
 use super::options::{BackendKind, BootstrapKind, Options};
@@ -27,6 +30,18 @@ pub enum Combine {
     Min,
     /// Maximum.
     Max,
+}
+
+/// One process's answer in the timeout census ([`Bootstrap::census`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// It answered with this notice.
+    Said(Vec<u8>),
+    /// It did not answer in time (stopped, hung or gone).
+    Silent,
+    /// This process cannot tell (the TCP star: a rank other than 0 hears
+    /// only from rank 0).
+    Unknown,
 }
 
 /// Process-level collectives used by the harness. Calls must be made in the
@@ -52,9 +67,9 @@ pub trait Bootstrap: Send + Sync {
     /// The sub-group of processes with the same `color`, ordered by rank
     /// (`MPI_Comm_split`), for NCCL_TESTS_SPLIT with host-memory backends.
     fn split(&self, color: i32) -> TestResult<Arc<dyn Bootstrap>>;
-    /// Ends the whole job after a fatal error (`MPI_Abort` under MPI;
-    /// other transports notice the closed connections).
-    fn abort(&self, code: i32) -> !;
+    /// Ends the whole job after the fatal error `e`, with its exit status
+    /// (`MPI_Abort` under MPI; over TCP every process is told why).
+    fn abort(&self, e: &TestError) -> !;
     /// Ranks whose connection to this process is known to be closed,
     /// checked without blocking, to name the rank that died when a
     /// collective library only reports that "a peer" did (NCCL's
@@ -62,6 +77,26 @@ pub trait Bootstrap: Send + Sync {
     /// launcher names the dead rank itself).
     fn lost_peers(&self) -> Vec<usize> {
         Vec::new()
+    }
+    /// The timeout census (see [`crate::nccltests::census`]): sends `mine`
+    /// to every process of the job and waits up to `window` for theirs.
+    /// Returns one answer per process (this one's is `mine`).
+    fn census(&self, mine: &[u8], _window: Duration) -> Vec<Answer> {
+        (0..self.size())
+            .map(|p| {
+                if p == self.rank() {
+                    Answer::Said(mine.to_vec())
+                } else {
+                    Answer::Unknown
+                }
+            })
+            .collect()
+    }
+    /// Without blocking: an event from a peer that must end this
+    /// process's waits - another process started the census (a
+    /// [`TestError::Timeout`] to join), or failed and said why.
+    fn peer_event(&self) -> Option<TestError> {
+        None
     }
 }
 
@@ -99,8 +134,8 @@ pub fn allgather_var(b: &dyn Bootstrap, mine: &[u8]) -> TestResult<Vec<Vec<u8>>>
         .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as usize)
         .collect();
     let max = lens.iter().copied().max().unwrap_or(0);
-    let mut padded = mine.to_vec();
-    padded.resize(max, 0);
+    let mut padded = super::alloc::zeroed(max, "a bootstrap exchange")?;
+    padded[..mine.len()].copy_from_slice(mine);
     let all = b.allgather(&padded)?;
     Ok(lens
         .iter()
@@ -141,7 +176,7 @@ pub fn start(o: &Options) -> TestResult<Launch> {
         k => k,
     };
     match kind {
-        BootstrapKind::Mpi => start_mpi(),
+        BootstrapKind::Mpi => start_mpi(o.timeout),
         BootstrapKind::Tcp => {
             let e = env::detect().ok_or_else(|| {
                 TestError::InvalidUsage(
@@ -163,15 +198,15 @@ pub fn start(o: &Options) -> TestResult<Launch> {
 }
 
 #[cfg(feature = "mpi")]
-fn start_mpi() -> TestResult<Launch> {
+fn start_mpi(timeout_s: i32) -> TestResult<Launch> {
     Ok(Launch {
-        boot: Arc::new(mpi::Mpi::init()?),
+        boot: Arc::new(mpi::Mpi::init(timeout_s)?),
         local_rank_hint: None,
     })
 }
 
 #[cfg(not(feature = "mpi"))]
-fn start_mpi() -> TestResult<Launch> {
+fn start_mpi(_timeout_s: i32) -> TestResult<Launch> {
     Err(TestError::NotImplemented(
         "this binary was built without MPI (cargo feature `mpi`): use --bootstrap tcp with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or rebuild with --features mpi".into(),
     ))

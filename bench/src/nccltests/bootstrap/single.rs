@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::Bootstrap;
-use crate::nccltests::errors::TestResult;
+use crate::nccltests::errors::{TestError, TestResult};
 
 /// One process.
 pub struct Single;
@@ -27,7 +27,7 @@ impl Bootstrap for Single {
     fn split(&self, _color: i32) -> TestResult<Arc<dyn Bootstrap>> {
         Ok(Arc::new(Single))
     }
-    fn abort(&self, code: i32) -> ! {
-        std::process::exit(code)
+    fn abort(&self, e: &TestError) -> ! {
+        std::process::exit(e.exit_code())
     }
 }

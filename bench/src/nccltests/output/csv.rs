@@ -1,11 +1,14 @@
 //! The `--csv FILE` output: one row per size and placement, with a header,
-//! for spreadsheets. Written by the printing rank only. The result columns
-//! ([`HEADER`]) are followed by the run's context
-//! ([`super::context::CSV_COLUMNS`]), the same on every row.
+//! for spreadsheets. Written by the printing rank only, as `-J` is: never
+//! over an existing file (FILE.0, FILE.1, ...), and complete on every path
+//! (see [`super::file`]). The result columns ([`HEADER`]) are followed by
+//! the run's context ([`super::context::CSV_COLUMNS`]), the same on every
+//! row.
 
 use std::fs::File;
 
 use super::context::{CSV_COLUMNS, RunContext};
+use super::file::{self, Pending};
 
 /// The result column names.
 pub const HEADER: [&str; 15] = [
@@ -63,21 +66,29 @@ pub struct CsvRow<'a> {
 
 /// The CSV file.
 pub struct CsvOut {
-    w: csv::Writer<File>,
+    w: csv::Writer<std::io::BufWriter<File>>,
     context: Vec<String>,
+    pending: Pending,
 }
 
 impl CsvOut {
-    /// Creates (truncates) `path` and writes the header.
+    /// Starts `path` (or the first free `path.N`) and writes the header.
     pub fn create(path: &str) -> Result<CsvOut, String> {
-        let mut w = csv::Writer::from_path(path)
-            .map_err(|e| format!("cannot create CSV file {path}: {e}"))?;
+        let (f, pending) =
+            file::create(path).map_err(|e| format!("cannot create CSV file {path}: {e}"))?;
+        let mut w = csv::WriterBuilder::new().from_writer(f);
         w.write_record(HEADER.iter().chain(CSV_COLUMNS.iter()))
             .map_err(|e| format!("cannot write CSV file {path}: {e}"))?;
         Ok(CsvOut {
             w,
             context: vec![String::new(); CSV_COLUMNS.len()],
+            pending,
         })
+    }
+
+    /// The name the file will have.
+    pub fn name(&self) -> &str {
+        &self.pending.dest
     }
 
     /// The context written at the end of every row from now on.
@@ -109,8 +120,9 @@ impl CsvOut {
             .write_record(result.iter().chain(self.context.iter()))
     }
 
-    /// Flushes the file.
-    pub fn finish(mut self) -> std::io::Result<()> {
-        self.w.flush()
+    /// Flushes the file and gives it its name; returns the name.
+    pub fn finish(self) -> std::io::Result<String> {
+        let f = self.w.into_inner().map_err(|e| e.into_error())?;
+        self.pending.commit(f)
     }
 }

@@ -3,10 +3,9 @@
 //! quirks included: booleans as the strings "true"/"false", doubles with
 //! `%lf`, NaN as the string "nan", strings cut at the first non-ASCII or
 //! control character, and an existing file never overwritten (FILE.0,
-//! FILE.1, ... are tried).
+//! FILE.1, ... are tried: see [`super::file`]).
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 
 use crate::nccltests::cfmt;
 
@@ -180,6 +179,19 @@ impl<W: Write> JsonWriter<W> {
         self.states.len() == 1 && matches!(self.top(), Some(State::ObjectEmpty | State::ObjectSome))
     }
 
+    /// Closes what is open inside the top-level object (a run that failed
+    /// in the middle of a row), so that more top-level keys can follow.
+    pub fn close_to_top(&mut self) {
+        while self.states.len() > 1 {
+            match self.top() {
+                Some(State::Key) => self.null(),
+                Some(State::ObjectEmpty | State::ObjectSome) => self.finish_object(),
+                Some(State::ListEmpty | State::ListSome) => self.finish_list(),
+                None => {}
+            }
+        }
+    }
+
     /// Closes everything still open (a dangling key gets `null`).
     pub fn finish_all(&mut self) {
         while let Some(s) = self.top() {
@@ -202,32 +214,6 @@ impl<W: Write> JsonWriter<W> {
     /// The underlying writer.
     pub fn into_inner(self) -> W {
         self.out
-    }
-}
-
-/// Creates the JSON file without overwriting: `path`, then `path.0`,
-/// `path.1`, ... Returns the file and the name used, or the message
-/// nccl-tests prints when it gives up.
-pub fn create_exclusive(path: &str) -> Result<(BufWriter<File>, String), String> {
-    let mut try_path = path.to_string();
-    let mut n = 0u64;
-    loop {
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&try_path)
-        {
-            Ok(f) => return Ok((BufWriter::new(f), try_path)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                try_path = format!("{path}.{n}");
-                n += 1;
-            }
-            Err(_) => {
-                return Err(format!(
-                    "# skipping json output; {try_path} not accessible\n"
-                ));
-            }
-        }
     }
 }
 
@@ -258,30 +244,30 @@ mod tests {
     }
 
     #[test]
+    fn a_run_cut_short_closes_to_the_top_level() {
+        let mut w = JsonWriter::new(Vec::new());
+        w.start_object();
+        w.key("results");
+        w.start_list();
+        w.start_object();
+        w.key("size");
+        w.close_to_top();
+        assert!(w.at_top_level());
+        w.key("errors");
+        w.start_list();
+        w.string("Test timeout");
+        w.finish_all();
+        let s = String::from_utf8(w.into_inner()).unwrap();
+        assert_eq!(
+            s,
+            r#"{"results":[{"size":null}],"errors":["Test timeout"]}"#
+        );
+    }
+
+    #[test]
     fn sanitize_stops_at_non_ascii() {
         assert_eq!(sanitize("ab\"c\td"), "ab\\\"c\\td");
         assert_eq!(sanitize("héllo"), "h");
         assert_eq!(sanitize(&"x".repeat(3000)).len(), 2047);
-    }
-
-    #[test]
-    fn existing_files_are_not_overwritten() {
-        let dir = std::env::temp_dir().join(format!("nccltests-json-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("r.json");
-        let p = p.to_str().unwrap();
-        let (_, a) = create_exclusive(p).unwrap();
-        let (_, b) = create_exclusive(p).unwrap();
-        let (_, c) = create_exclusive(p).unwrap();
-        assert_eq!(
-            (a.as_str(), b.as_str(), c.as_str()),
-            (p, &*format!("{p}.0"), &*format!("{p}.1"))
-        );
-        let bad = create_exclusive("/nonexistent-dir/x.json").unwrap_err();
-        assert_eq!(
-            bad,
-            "# skipping json output; /nonexistent-dir/x.json not accessible\n"
-        );
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod context;
 pub mod csv;
+pub mod file;
 pub mod json;
 pub mod text;
 mod writer;

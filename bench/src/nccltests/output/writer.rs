@@ -7,8 +7,10 @@ use std::io::BufWriter;
 
 use super::context::RunContext;
 use super::csv::{CsvOut, CsvRow};
+use super::file::{self, Pending};
 use super::json::{self, JsonWriter};
 use super::text::{self, DeviceLine};
+use crate::nccltests::console;
 use crate::nccltests::options::Options;
 
 /// One placement's measured result.
@@ -63,6 +65,8 @@ struct RowCtx {
 pub struct Output {
     print: bool,
     json: Option<JsonWriter<BufWriter<File>>>,
+    /// Where the JSON goes when it is closed.
+    json_file: Option<Pending>,
     csv: Option<CsvOut>,
     csv_error: Option<String>,
     row: RowCtx,
@@ -83,6 +87,7 @@ impl Output {
         Output {
             print,
             json: None,
+            json_file: None,
             csv: None,
             csv_error: None,
             row: RowCtx::default(),
@@ -103,25 +108,27 @@ impl Output {
     /// Prints to stdout when printing.
     pub fn print(&self, s: &str) {
         if self.print {
-            print!("{s}");
+            console::out(s);
         }
     }
 
     /// `jsonOutputInit`: opens the file (never overwriting) and writes
     /// version, start time, arguments, environment and NCCL version. Only
     /// files ending in `.json` (any case) are written, as in nccl-tests.
+    /// The file gets its name when it is closed ([`super::file`]).
     pub fn open_json(&mut self, path: &str, argv: &[String], nccl_version: i32) {
         if !self.print || !is_json_path(path) {
             return;
         }
-        let (file, used) = match json::create_exclusive(path) {
+        let (file, pending) = match file::create(path) {
             Ok(v) => v,
-            Err(msg) => {
-                print!("{msg}");
+            Err(_) => {
+                console::out(&format!("# skipping json output; {path} not accessible\n"));
                 return;
             }
         };
-        println!("# Writing JSON output to {used}");
+        console::out(&format!("# Writing JSON output to {}\n", pending.dest));
+        self.json_file = Some(pending);
         let mut w = JsonWriter::new(file);
         w.start_object();
         w.key("version");
@@ -143,10 +150,12 @@ impl Output {
         self.json = Some(w);
     }
 
-    /// Opens the CSV file (rank 0 only).
+    /// Opens the CSV file (rank 0 only; never overwriting, as `-J`).
     pub fn open_csv(&mut self, path: &str) -> Result<(), String> {
         if self.print {
-            self.csv = Some(CsvOut::create(path)?);
+            let c = CsvOut::create(path)?;
+            console::out(&format!("# Writing CSV output to {}\n", c.name()));
+            self.csv = Some(c);
         }
         Ok(())
     }
@@ -399,7 +408,21 @@ impl Output {
         }
     }
 
-    /// `jsonOutputFinalize` and CSV flush. Returns the first write error.
+    /// A run that fails: the JSON document is closed where it stands, its
+    /// `errors` list holding `error` (the files are then closed by
+    /// [`Output::finalize`], or when the Output is dropped).
+    pub fn abandon(&mut self, error: &str) {
+        if let Some(w) = self.json.as_mut() {
+            w.close_to_top();
+            w.key("errors");
+            w.start_list();
+            w.string(error);
+            w.finish_list();
+        }
+    }
+
+    /// `jsonOutputFinalize` and CSV flush; each file gets its final name.
+    /// Returns the first write error.
     pub fn finalize(&mut self) -> Result<(), String> {
         let mut err = self.csv_error.take();
         if let Some(mut w) = self.json.take() {
@@ -408,16 +431,49 @@ impl Output {
                 w.string(&crate::nccltests::cfmt::now_string());
             }
             w.finish_all();
-            if let Err(e) = w.flush() {
-                err.get_or_insert(format!("JSON output: {e}"));
+            let flushed = w.flush();
+            let pending = self.json_file.take();
+            match (flushed, pending) {
+                (Err(e), p) => {
+                    err.get_or_insert(format!("JSON output: {e}"));
+                    p.into_iter().for_each(Pending::discard);
+                }
+                (Ok(()), Some(p)) => {
+                    let want = p.dest.clone();
+                    match p.commit(w.into_inner()) {
+                        Ok(used) if used != want => console::out(&format!(
+                            "# JSON output written to {used} ({want} appeared meanwhile)\n"
+                        )),
+                        Ok(_) => {}
+                        Err(e) => {
+                            err.get_or_insert(format!("JSON output {want}: {e}"));
+                        }
+                    }
+                }
+                (Ok(()), None) => {}
             }
         }
-        if let Some(c) = self.csv.take()
-            && let Err(e) = c.finish()
-        {
-            err.get_or_insert(format!("CSV output: {e}"));
+        if let Some(c) = self.csv.take() {
+            let want = c.name().to_string();
+            match c.finish() {
+                Ok(used) if used != want => console::out(&format!(
+                    "# CSV output written to {used} ({want} appeared meanwhile)\n"
+                )),
+                Ok(_) => {}
+                Err(e) => {
+                    err.get_or_insert(format!("CSV output {want}: {e}"));
+                }
+            }
         }
         err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Output {
+    /// Every path closes the files: a run that returns early (an error, a
+    /// signal) leaves a valid JSON document and CSV under their names.
+    fn drop(&mut self) {
+        let _ = self.finalize();
     }
 }
 

@@ -178,9 +178,9 @@ impl NcclRanks {
             Ok::<_, TestError>(())
         });
         if let Err(e) = &loaded {
-            eprintln!(
-                "warning: the data check kernels did not load ({e}); generating and checking data on the host instead (slower); hint: a driver of CUDA 12.0 or newer runs them"
-            );
+            crate::nccltests::console::err(&format!(
+                "warning: the data check kernels did not load ({e}); generating and checking data on the host instead (slower); hint: a driver of CUDA 12.0 or newer runs them\n"
+            ));
         }
         self.gpu_data = Some(loaded.is_ok());
         loaded.is_ok()

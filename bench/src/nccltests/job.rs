@@ -1,0 +1,313 @@
+//! What every wait of the process consults, so that no wait outlives the
+//! run: whether the process must stop (SIGINT/SIGTERM, stdout gone, another
+//! of its threads failed) and whether a peer has started the timeout census
+//! ([`super::census`]); and what the process is doing, for that census.
+//!
+//! This is process-wide state on purpose: signals and stdout belong to the
+//! process, and a timeout must reach every thread, whatever it waits in.
+//! [`check`] is what waits call: a relaxed atomic load, plus (at most every
+//! [`PROBE_EVERY`]) a non-blocking look at the bootstrap for a peer's census.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::bootstrap::Bootstrap;
+use super::errors::{TestError, TestResult};
+
+/// Why the process stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// A signal (SIGINT, SIGTERM; SIGPIPE when stdout's reader left).
+    Signal(i32),
+    /// Another thread of this process failed.
+    Sibling,
+    /// Writing the report to stdout failed (disk full, I/O error).
+    Stdout(String),
+}
+
+static STOPPING: AtomicBool = AtomicBool::new(false);
+static STOP: Mutex<Option<Stop>> = Mutex::new(None);
+static WORLD: OnceLock<Arc<dyn Bootstrap>> = OnceLock::new();
+static TIMEOUT_S: AtomicI32 = AtomicI32::new(0);
+static ISSUED: Mutex<Vec<Arc<IssueCounter>>> = Mutex::new(Vec::new());
+static ACTIVITY: Mutex<String> = Mutex::new(String::new());
+static LAST_PROBE: Mutex<Option<Instant>> = Mutex::new(None);
+static PENDING: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static ROSTER: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());
+static PER_PROC: AtomicU64 = AtomicU64::new(1);
+
+/// How often [`check`] looks for a peer's census (a syscall or MPI call).
+pub const PROBE_EVERY: Duration = Duration::from_millis(20);
+
+/// Asks every wait of the process to end; the first reason is kept.
+pub fn stop(why: Stop) {
+    let mut s = STOP.lock().unwrap_or_else(|p| p.into_inner());
+    if s.is_none() {
+        *s = Some(why);
+    }
+    STOPPING.store(true, Ordering::Release);
+}
+
+/// Whether the process is stopping (cheap: one atomic load).
+#[inline]
+pub fn stopping() -> bool {
+    STOPPING.load(Ordering::Relaxed)
+}
+
+/// Why the process is stopping.
+pub fn stop_reason() -> Option<Stop> {
+    STOP.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// The error a wait returns when the process stops for `why`.
+pub fn stop_error(why: &Stop) -> TestError {
+    match why {
+        Stop::Signal(s) => TestError::Interrupted { signal: *s },
+        Stop::Sibling => TestError::Cancelled,
+        Stop::Stdout(msg) => TestError::Internal(msg.clone()),
+    }
+}
+
+/// Records `-T` (for messages and the census).
+pub fn set_timeout(timeout_s: i32) {
+    TIMEOUT_S.store(timeout_s, Ordering::Relaxed);
+}
+
+/// Registers the job's bootstrap, whose peers' events [`check`] watches.
+pub fn set_world(boot: Arc<dyn Bootstrap>) {
+    let _ = WORLD.set(boot);
+}
+
+/// `-T` in seconds (<= 0: none).
+pub fn timeout_s() -> i32 {
+    TIMEOUT_S.load(Ordering::Relaxed)
+}
+
+/// For waits: `Err` when the process stops, or on a peer's event (it
+/// started the timeout census: a [`TestError::Timeout`], this process then
+/// joins it; or it failed and said why). Call it from every loop that waits on something outside this
+/// thread.
+pub fn check() -> TestResult<()> {
+    if stopping()
+        && let Some(why) = stop_reason()
+    {
+        return Err(stop_error(&why));
+    }
+    let Some(world) = WORLD.get() else {
+        return Ok(());
+    };
+    {
+        let mut last = LAST_PROBE.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if last.is_some_and(|t| now.duration_since(t) < PROBE_EVERY) {
+            return Ok(());
+        }
+        *last = Some(now);
+    }
+    match world.size() > 1 {
+        true => world.peer_event().map_or(Ok(()), Err),
+        false => Ok(()),
+    }
+}
+
+/// One benchmark thread's count of issued collectives, compared across
+/// ranks by the census to find a rank that stopped issuing. Each thread
+/// has its own, on its own cache line, and updates it with a plain load and
+/// store: nothing shared is written, and no atomic read-modify-write is
+/// paid, in the timed loop.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct IssueCounter {
+    n: AtomicU64,
+}
+
+impl IssueCounter {
+    /// A counter included in [`issued`].
+    pub fn register() -> Arc<IssueCounter> {
+        let c = Arc::new(IssueCounter::default());
+        ISSUED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(c.clone());
+        c
+    }
+
+    /// Counts one collective (meant for the thread that registered it:
+    /// two threads noting at once could lose a count, nothing worse).
+    #[inline]
+    pub fn note(&self) {
+        let n = self.n.load(Ordering::Relaxed);
+        self.n.store(n + 1, Ordering::Relaxed);
+    }
+}
+
+/// Collectives issued so far by this process (every thread's).
+pub fn issued() -> u64 {
+    ISSUED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|c| c.n.load(Ordering::Relaxed))
+        .sum()
+}
+
+/// Records what the process is running (e.g. `AllReduce float sum 64 B
+/// (timed iterations)`), for the timeout report.
+pub fn set_activity(what: &str) {
+    let mut a = ACTIVITY.lock().unwrap_or_else(|p| p.into_inner());
+    a.clear();
+    a.push_str(what);
+}
+
+/// What the process is running ("setup" before the first collective).
+pub fn activity() -> String {
+    let a = ACTIVITY.lock().unwrap_or_else(|p| p.into_inner());
+    if a.is_empty() {
+        "setup".into()
+    } else {
+        a.clone()
+    }
+}
+
+/// Records the ranks of this process that did not complete when a
+/// collective timed out (by default: all of them).
+pub fn set_pending(ranks: Vec<usize>) {
+    *PENDING.lock().unwrap_or_else(|p| p.into_inner()) = ranks;
+}
+
+/// See [`set_pending`].
+pub fn pending() -> Vec<usize> {
+    PENDING.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Records every process's (host, pid) and its number of ranks, once the
+/// device report has gathered them (to name a rank that stops answering).
+pub fn set_roster(procs: Vec<(String, u32)>, per_proc: usize) {
+    *ROSTER.lock().unwrap_or_else(|p| p.into_inner()) = procs;
+    PER_PROC.store(per_proc.max(1) as u64, Ordering::Relaxed);
+}
+
+/// See [`set_roster`]: (host, pid) per process (empty before the report).
+pub fn roster() -> Vec<(String, u32)> {
+    ROSTER.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// Ranks per process (`-t` x `-g`).
+pub fn per_proc() -> usize {
+    PER_PROC.load(Ordering::Relaxed) as usize
+}
+
+/// SIGINT and SIGTERM become a request to stop ([`Stop::Signal`]): every
+/// wait returns, the output files are closed, and the process then ends by
+/// that signal ([`die_by_signal`]). A second signal, or a process that does
+/// not end within [`SIGNAL_GRACE`], ends it at once. Call first thing in
+/// `main`, before any thread exists (the signals are blocked in every
+/// thread and taken by one thread that waits for them).
+pub fn install_signal_handlers() {
+    // SAFETY: sigset_t is plain data initialized by sigemptyset/sigaddset;
+    // pthread_sigmask only changes this thread's mask (inherited by the
+    // threads created later).
+    let blocked = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
+    };
+    if !blocked {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(signal_thread);
+    if spawned.is_err() {
+        // Without the thread, signals must keep their default effect.
+        unblock(&[libc::SIGINT, libc::SIGTERM]);
+    }
+}
+
+/// How long a stopping process may take to close its files after a signal.
+pub const SIGNAL_GRACE: Duration = Duration::from_secs(5);
+
+fn signal_thread() {
+    let mut first: Option<(i32, Instant)> = None;
+    loop {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `set` is initialized by sigemptyset/sigaddset; sigwait
+        // writes the signal number into `sig`.
+        let rc = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            if first.is_some() {
+                // Poll, so that the grace period can end the process.
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                };
+                let r = libc::sigtimedwait(&set, std::ptr::null_mut(), &ts);
+                if r > 0 {
+                    sig = r;
+                    0
+                } else {
+                    -1
+                }
+            } else {
+                libc::sigwait(&set, &mut sig)
+            }
+        };
+        match (rc, first) {
+            (0, None) => {
+                first = Some((sig, Instant::now()));
+                stop(Stop::Signal(sig));
+            }
+            // A second signal: the user insists.
+            (0, Some(_)) => die_by_signal(sig),
+            (_, Some((s, at))) if at.elapsed() > SIGNAL_GRACE => die_by_signal(s),
+            _ => {}
+        }
+    }
+}
+
+fn unblock(signals: &[i32]) {
+    // SAFETY: as in install_signal_handlers.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Ends the process by `signal` with its default action (so a shell or
+/// launcher sees "killed by SIGINT", as with any C program), falling back
+/// to exit status 128 + signal.
+pub fn die_by_signal(signal: i32) -> ! {
+    // SAFETY: resetting a signal to its default action and raising it have
+    // no memory-safety preconditions.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+    }
+    unblock(&[signal]);
+    // SAFETY: as above.
+    unsafe {
+        libc::raise(signal);
+    }
+    std::process::exit(128 + signal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_errors_map_to_statuses() {
+        assert_eq!(stop_error(&Stop::Signal(2)).exit_code(), 130);
+        assert_eq!(stop_error(&Stop::Sibling).exit_code(), 1);
+        assert_eq!(stop_error(&Stop::Stdout("x".into())).to_string(), "x");
+    }
+}
