@@ -213,3 +213,44 @@ fn devices_and_streams_work_from_other_threads() {
     }
     s.synchronize().unwrap();
 }
+
+/// GPU memory exported as a dma-buf (what `ProtectionDomain::register_gpu`
+/// hands to `ibv_reg_dmabuf_mr` on NICs that have it): a real descriptor
+/// whose size covers the buffer, for an aligned and an unaligned buffer.
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu/check-nccl-layer.sh runs it"]
+fn dmabuf_export() {
+    use std::os::fd::AsRawFd;
+    let gpu = gpu0();
+    // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 124.
+    let supported = gpu.attribute(124).unwrap_or(0);
+    let big = DeviceBuffer::<u8>::alloc(&gpu, 8 << 20).unwrap();
+    let small = DeviceBuffer::<u8>::alloc(&gpu, 1000).unwrap();
+    for (name, buf) in [("8 MiB", &big), ("1000 B", &small)] {
+        match buf.export_dmabuf() {
+            Ok((fd, offset)) => {
+                assert!(fd.as_raw_fd() >= 0);
+                // SAFETY: lseek on a descriptor we own.
+                let size = unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_END) };
+                assert!(
+                    size < 0 || size as u64 >= offset + buf.byte_len() as u64,
+                    "{name}: dma-buf of {size} B, buffer at {offset} + {}",
+                    buf.byte_len()
+                );
+                println!(
+                    "dma-buf export of {name}: fd {}, size {size}, offset {offset}",
+                    fd.as_raw_fd()
+                );
+            }
+            Err(e) => {
+                assert_eq!(
+                    supported, 0,
+                    "{name}: export failed on a GPU that supports dma-buf: {e}"
+                );
+                println!("dma-buf export of {name}: not supported here: {e}");
+            }
+        }
+    }
+    let empty = DeviceBuffer::<u8>::alloc(&gpu, 0).unwrap();
+    assert!(empty.export_dmabuf().is_err());
+}
