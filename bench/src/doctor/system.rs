@@ -195,66 +195,80 @@ fn gather_gpus() -> Result<Gpus, String> {
 }
 
 fn gather_interfaces() -> Vec<Interface> {
-    let mut by_name: BTreeMap<String, Interface> = BTreeMap::new();
-    // Every interface, with or without an address.
+    // getifaddrs' order (NCCL takes the first match), then interfaces without an address.
+    let mut out: Vec<Interface> = Vec::new();
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list into ifap, freed below.
+    if unsafe { libc::getifaddrs(&mut ifap) } == 0 {
+        let mut cur = ifap;
+        while !cur.is_null() {
+            // SAFETY: cur is a node of the list getifaddrs returned.
+            let ifa = unsafe { &*cur };
+            cur = ifa.ifa_next;
+            if ifa.ifa_name.is_null() {
+                continue;
+            }
+            // SAFETY: ifa_name is a NUL-terminated string of the list.
+            let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
+                .to_string_lossy()
+                .into_owned();
+            let flags = ifa.ifa_flags;
+            let running = flags & libc::IFF_UP as u32 != 0 && flags & libc::IFF_RUNNING as u32 != 0;
+            let i = match out.iter().position(|i| i.name == name) {
+                Some(i) => i,
+                None => {
+                    out.push(Interface {
+                        name,
+                        running,
+                        addrs: Vec::new(),
+                    });
+                    out.len() - 1
+                }
+            };
+            if let Some(a) = sockaddr_ip(ifa.ifa_addr) {
+                out[i].addrs.push(a);
+            }
+        }
+        // SAFETY: ifap came from getifaddrs and is freed once.
+        unsafe { libc::freeifaddrs(ifap) };
+    }
     if let Ok(rd) = std::fs::read_dir("/sys/class/net") {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            by_name.insert(
-                name.clone(),
-                Interface {
+        let mut names: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            if !out.iter().any(|i| i.name == name) {
+                out.push(Interface {
                     name,
                     running: false,
                     addrs: Vec::new(),
-                },
-            );
+                });
+            }
         }
     }
-    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list into ifap, freed below.
-    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
-        return by_name.into_values().collect();
+    out
+}
+
+/// The IP address of an `ifa_addr`, for AF_INET and AF_INET6.
+fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    if sa.is_null() {
+        return None;
     }
-    let mut cur = ifap;
-    while !cur.is_null() {
-        // SAFETY: cur is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string of the list.
-        let name = unsafe { CStr::from_ptr(ifa.ifa_name) }
-            .to_string_lossy()
-            .into_owned();
-        let flags = ifa.ifa_flags;
-        let running = flags & libc::IFF_UP as u32 != 0 && flags & libc::IFF_RUNNING as u32 != 0;
-        let entry = by_name.entry(name.clone()).or_insert(Interface {
-            name,
-            running,
-            addrs: Vec::new(),
-        });
-        entry.running = running;
-        if ifa.ifa_addr.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_addr points to a sockaddr whose family says its real type.
-        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-        if family == libc::AF_INET {
-            // SAFETY: an AF_INET address is a sockaddr_in.
-            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-            entry.addrs.push(IpAddr::V4(Ipv4Addr::from(u32::from_be(
-                sin.sin_addr.s_addr,
-            ))));
-        } else if family == libc::AF_INET6 {
-            // SAFETY: an AF_INET6 address is a sockaddr_in6.
-            let sin6 = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-            entry
-                .addrs
-                .push(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)));
-        }
+    // SAFETY: sa points to a sockaddr whose family says its real type.
+    let family = i32::from(unsafe { (*sa).sa_family });
+    if family == libc::AF_INET {
+        // SAFETY: an AF_INET address is a sockaddr_in.
+        let sin = unsafe { &*(sa as *const libc::sockaddr_in) };
+        Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(
+            sin.sin_addr.s_addr,
+        ))))
+    } else if family == libc::AF_INET6 {
+        // SAFETY: an AF_INET6 address is a sockaddr_in6.
+        let sin6 = unsafe { &*(sa as *const libc::sockaddr_in6) };
+        Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
+    } else {
+        None
     }
-    // SAFETY: ifap came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(ifap) };
-    by_name.into_values().collect()
 }

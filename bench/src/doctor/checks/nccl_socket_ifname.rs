@@ -89,7 +89,13 @@ fn run(cx: &Ctx) -> Outcome {
             )
             .details(details);
         }
-        return Outcome::ok(format!("unset: NCCL picks {}", names.join(", "))).details(details);
+        let first = &picked[0].name;
+        let rest = if names.len() > 1 {
+            format!(" (first of {})", names.join(", "))
+        } else {
+            String::new()
+        };
+        return Outcome::ok(format!("unset: NCCL uses {first}{rest}")).details(details);
     };
     let list = NameList::parse(&raw);
     let chosen = matching(ifs, &raw, fam);
@@ -171,13 +177,14 @@ mod tests {
         let o = FakeHost::rig().run(CHECK);
         assert_eq!(o.status, Status::Ok);
         assert!(
-            o.found.starts_with("unset: NCCL picks veth0 10.99.0.1"),
+            o.found
+                .starts_with("unset: NCCL uses veth0 (first of veth0 10.99.0.1, "),
             "{}",
             o.found
         );
         let mut h = FakeHost::rig();
         h.interfaces.push(iface("ib0", "10.0.0.1"));
-        assert_eq!(h.run(CHECK).found, "unset: NCCL picks ib0 10.0.0.1");
+        assert_eq!(h.run(CHECK).found, "unset: NCCL uses ib0");
         let o = FakeHost::bare().run(CHECK);
         assert_eq!(o.status, Status::Warn, "lo only");
     }

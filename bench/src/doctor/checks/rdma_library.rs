@@ -71,8 +71,27 @@ fn run(cx: &Ctx) -> Outcome {
         (None, _) => "libibverbs loaded".to_owned(),
     };
     if !lib.providers.is_empty() {
+        // libibverbs loads every installed provider; name those whose device is here.
         let names: Vec<String> = lib.providers.iter().map(|p| provider_name(p)).collect();
-        found.push_str(&format!("; providers: {}", names.join(", ")));
+        let used: Vec<&String> = names
+            .iter()
+            .filter(|p| {
+                rdma.devices.iter().any(|d| {
+                    d.name.starts_with(p.as_str())
+                        || kernel_driver(h, &d.name).is_some_and(|k| k.starts_with(p.as_str()))
+                })
+            })
+            .collect();
+        let used: Vec<&str> = used.iter().map(|s| s.as_str()).collect();
+        found.push_str(&format!(
+            "; providers in use: {} ({} installed)",
+            if used.is_empty() {
+                "none".to_owned()
+            } else {
+                used.join(", ")
+            },
+            names.len()
+        ));
     }
     // Devices the kernel has but libibverbs does not list.
     let listed: Vec<&str> = rdma.devices.iter().map(|d| d.name.as_str()).collect();
@@ -149,7 +168,12 @@ mod tests {
     fn healthy_rig() {
         let o = FakeHost::rig().run(CHECK);
         assert_eq!(o.status, Status::Ok, "{o:?}");
-        assert!(o.found.contains("rdma-core 44") && o.found.contains("providers: rxe, siw"));
+        assert!(
+            o.found.contains("rdma-core 44")
+                && o.found.contains("providers in use: rxe, siw (2 installed)"),
+            "{}",
+            o.found
+        );
     }
 
     #[test]
