@@ -9,3 +9,4 @@ pub mod devinfo;
 pub mod doctor;
 pub mod meta;
 pub mod nccltests;
+pub mod stat;
