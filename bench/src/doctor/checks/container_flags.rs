@@ -62,7 +62,7 @@ fn run(cx: &Ctx) -> Outcome {
     {
         missing.push(("--ulimit memlock=-1", format!("memlock is {}", bytes(soft))));
     }
-    if cx.wants("gpu") && h.gpus().is_err() && !host::exists(h, "/dev/nvidiactl") {
+    if cx.wants("gpu.driver") && h.gpus().is_err() && !host::exists(h, "/dev/nvidiactl") {
         missing.push(("--gpus all", "no /dev/nvidiactl and no CUDA driver".into()));
     }
     let details = serde_json::json!({
