@@ -43,7 +43,7 @@ doctor_healthy() {
             limits.memlock limits.shm limits.nofile nccl.ib-hca nccl.socket-ifname; do
     expect_line "$out" ok "$id" >/dev/null || return 1
   done
-  expect_line "$out" ok rdma.gid-index "rxe0:1 ::ffff:10.99.0.1 (RoCE v2)" || return 1
+  expect_line "$out" ok rdma.gid-index "= ::ffff:10.99.0.1 (RoCE v2)" || return 1
   if [[ -n ${ERDMA_NCCL_LIBRARY:-} ]]; then expect_line "$out" ok gpu.nccl "NCCL 2." || return 1; fi
   "$DOCTOR" --json --skip "$DOCTOR_SKIP" >"$LOGS/doctor.json" || return 1
   jq -e '.tool == "erdma-doctor" and .exit_status == 0 and (.checks | length) == 20
