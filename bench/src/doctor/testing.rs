@@ -196,8 +196,8 @@ impl FakeHost {
             let bus = sw + 2 + i;
             let addr = format!("0000:{bus:02x}:00.0");
             let p = format!(
-                "/sys/devices/{root}/{root_port}/0000:{up:02x}:00.0/0000:{dn:02x}:{i:02x}.0/{addr}",
-                root_port = format!("0000:{:02x}:01.0", sw - 0x10),
+                "/sys/devices/{root}/0000:{rp:02x}:01.0/0000:{up:02x}:00.0/0000:{dn:02x}:{i:02x}.0/{addr}",
+                rp = sw - 0x10,
                 up = sw,
                 dn = sw + 1
             );

@@ -58,7 +58,9 @@ fn run(cx: &Ctx) -> Outcome {
         Ok(n) => n,
         Err(e) => return Outcome::skip(e),
     };
-    let mut groups: Vec<((String, &'static str, Option<i32>), Vec<usize>)> = Vec::new();
+    // (NIC, path, NUMA node) -> the GPUs that have it.
+    type Key = (String, &'static str, Option<i32>);
+    let mut groups: Vec<(Key, Vec<usize>)> = Vec::new();
     for n in &near {
         let key = (n.nic.clone(), n.path.as_str(), n.gpu_numa);
         match groups.iter_mut().find(|(k, _)| *k == key) {
