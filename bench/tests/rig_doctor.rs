@@ -55,15 +55,10 @@ fn ib_hca_naming_a_missing_device_fails() {
         "{l}"
     );
     assert_eq!(fix, Some("-x NCCL_IB_HCA=rxe0,rxe1"));
-    // One missing among real ones still fails; an exact name, a port, an exclusion.
-    let (code, out) = doctor(&[("NCCL_IB_HCA", "rxe0,erdma_0")], &[]);
+    // A port the device lacks next to a good entry (one bad entry fails), and an
+    // exclusion; the unit tests cover the rest of the syntax.
+    let (code, out) = doctor(&[("NCCL_IB_HCA", "rxe1,rxe0:2")], &[]);
     assert_eq!(code, 2);
-    assert!(
-        line(&out, "nccl.ib-hca")
-            .0
-            .contains("erdma_0: no such device")
-    );
-    let (_, out) = doctor(&[("NCCL_IB_HCA", "rxe0:2")], &[]);
     assert!(line(&out, "nccl.ib-hca").0.contains("rxe0:2: no such port"));
     let (code, out) = doctor(&[("NCCL_IB_HCA", "^siw")], &[]);
     assert_eq!(code, 0, "{out}");
@@ -72,9 +67,6 @@ fn ib_hca_naming_a_missing_device_fails() {
             .0
             .ends_with("NCCL_IB_HCA=^siw selects rxe0:1, rxe1:1")
     );
-    let (code, out) = doctor(&[("NCCL_IB_HCA", "=rxe")], &[]);
-    assert_eq!(code, 2);
-    assert!(line(&out, "nccl.ib-hca").0.contains("=rxe: no such device"));
 }
 
 #[test]
@@ -94,10 +86,8 @@ fn socket_ifname_naming_a_missing_interface_fails() {
         fix,
         Some("-x NCCL_SOCKET_IFNAME=veth0 (the RDMA port's interface)")
     );
-    for good in ["veth0", "=veth1", "veth"] {
-        let (code, out) = doctor(&[RXE[0], ("NCCL_SOCKET_IFNAME", good)], &[]);
-        assert_eq!(code, 0, "{good}: {out}");
-    }
+    let (code, out) = doctor(&[RXE[0], ("NCCL_SOCKET_IFNAME", "=veth0")], &[]);
+    assert_eq!(code, 0, "{out}");
     // Everything but lo excluded: loopback only.
     let (code, out) = doctor(&[RXE[0], ("NCCL_SOCKET_IFNAME", "^veth")], &[]);
     assert_eq!(code, 1, "{out}");
