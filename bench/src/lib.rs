@@ -1,8 +1,12 @@
-//! Tools built on `erdma`: device inspection, NCCL collective benchmarks and
-//! the comparison of their results.
+//! Tools built on `erdma`: device inspection, the bring-up checklist (`erdma-doctor`),
+//! port counters (`erdma-stat`), NCCL collective benchmarks and the comparison of
+//! their results.
 #![warn(missing_docs)]
 
 pub mod compare;
 /// `devinfo`: RDMA device attributes as `ibv_devinfo` prints them.
 pub mod devinfo;
+pub mod doctor;
+pub mod meta;
 pub mod nccltests;
+pub mod stat;
