@@ -88,14 +88,25 @@ pingpong() {  # pingpong SERVER_ARGS -- CLIENT_ARGS
   echo "client exit $rc_c, server exit $rc_s"
   [[ $rc_c == 0 && $rc_s == 0 ]]
 }
+# The siw pair fails a connection now and then under load (LOC_QP_OP_ERR on
+# the client's first request right after RDMA CM's ESTABLISHED, the server
+# then sees WR_FLUSH_ERR: 6 of 150 runs on a loaded host; the cause is not
+# found yet); the siw step runs the pair once more, logged, so
+# that CI tests the example rather than that race. Tracked in the notes of
+# issue 11; rxe gets no retry.
+pingpong_retry() {
+  pingpong "$@" && return 0
+  echo "RETRY: the pair failed once (siw), running it again"
+  pingpong "$@"
+}
 export E
-export -f pingpong
+export -f pingpong pingpong_retry
 step "example readme" 60 "$E/readme"
 step "example rdma_pingpong rxe (TCP exchange)" 120 pingpong \
   --bind "$ERDMA_RIG_RXE_IP1:18600" -d rxe1 -n 50 -s 65536 -- \
   --connect "$ERDMA_RIG_RXE_IP1:18600" -d rxe0 -n 50 -s 65536
 if [[ -n $ERDMA_RIG_SIW ]]; then
-  step "example rdma_pingpong siw (RDMA CM)" 120 pingpong \
+  step "example rdma_pingpong siw (RDMA CM)" 180 pingpong_retry \
     --bind "$ERDMA_RIG_SIW_IP1:18601" -d siw1 -n 20 -s 65536 -- \
     --connect "$ERDMA_RIG_SIW_IP1:18601" -d siw0 --src "$ERDMA_RIG_SIW_IP0" -n 20 -s 65536
 fi
