@@ -101,19 +101,23 @@ pub fn run(o: &Options) -> PerfResult<()> {
         Some(EthListener::bind(o.source_ip, o.port)?)
     };
     loop {
+        // Listening before the banner: a script may start the client when
+        // it sees it. The RDMA CM listener goes after each accept: the test
+        // QPs listen on the same port later (as perftest).
+        let cm = if o.rdma_cm {
+            Some(CmCommListener::bind(o.source_ip, o.port)?)
+        } else {
+            None
+        };
         if o.verbosity == options::Verbosity::Full && !o.json {
             println!("\n************************************");
             println!("* Waiting for client to connect... *");
             println!("************************************");
         }
-        let comm: Box<dyn wire::Comm> = match &eth {
-            Some(l) => Box::new(l.accept(o.timeout)?),
-            None => {
-                // The listener goes after each accept: the test QPs listen
-                // on the same port later (as perftest).
-                let l = CmCommListener::bind(o.source_ip, o.port)?;
-                Box::new(l.accept(o.timeout)?)
-            }
+        let comm: Box<dyn wire::Comm> = match (&eth, cm) {
+            (Some(l), _) => Box::new(l.accept(o.timeout)?),
+            (None, Some(l)) => Box::new(l.accept(o.timeout)?),
+            (None, None) => unreachable!("one listener exists"),
         };
         match one(o, Role::Server, comm, &dev, gpu.as_ref()) {
             Ok(()) if !o.persistent => return Ok(()),
