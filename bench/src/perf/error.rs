@@ -49,6 +49,8 @@ pub enum PerfError {
     Gpu(String),
     /// The device cannot run this test (status 9).
     Unsupported(String),
+    /// No RDMA device at all (status 3).
+    NoDevice(String),
 }
 
 /// Result alias of the tool.
@@ -64,6 +66,7 @@ impl PerfError {
             PerfError::Verify(_) => EXIT_VERIFY,
             PerfError::Gpu(_) => EXIT_GPU,
             PerfError::Unsupported(_) => EXIT_UNSUPPORTED,
+            PerfError::NoDevice(_) => EXIT_NO_DEVICE,
         }
     }
 
@@ -95,7 +98,8 @@ impl fmt::Display for PerfError {
             | PerfError::Peer(m)
             | PerfError::Verify(m)
             | PerfError::Gpu(m)
-            | PerfError::Unsupported(m) => f.write_str(m),
+            | PerfError::Unsupported(m)
+            | PerfError::NoDevice(m) => f.write_str(m),
             PerfError::Rdma { what, err } => write!(f, "{what}: {err}"),
         }
     }

@@ -30,23 +30,15 @@ const CREDIT_SOURCES: usize = 4;
 pub fn open_device(o: &Options) -> PerfResult<Context> {
     let list = erdma::devices();
     if let Some(reason) = list.reason() {
-        let err = match reason {
-            erdma::NoDevicesReason::LibraryMissing(detail) => erdma::Error::LibraryMissing {
-                library: "libibverbs",
-                detail: detail.clone(),
-            },
-            other => erdma::Error::NoSuchDevice {
-                name: o.device.clone().unwrap_or_default(),
-                available: vec![],
-                reason: Some(other.to_string()),
-            },
-        };
-        return Err(match &err {
-            erdma::Error::LibraryMissing { .. } => PerfError::rdma("load libibverbs", err),
-            _ => PerfError::Rdma {
-                what: format!("no RDMA device: {reason}"),
-                err: Box::new(err),
-            },
+        return Err(match reason {
+            erdma::NoDevicesReason::LibraryMissing(detail) => PerfError::rdma(
+                "load libibverbs",
+                erdma::Error::LibraryMissing {
+                    library: "libibverbs",
+                    detail: detail.clone(),
+                },
+            ),
+            other => PerfError::NoDevice(format!("no RDMA device: {other}")),
         });
     }
     let dev = match &o.device {
@@ -61,6 +53,19 @@ pub fn open_device(o: &Options) -> PerfResult<Context> {
             "{} is an iWARP device (eRDMA in its default mode, siw): it connects only through RDMA CM: add -R \
              on both sides",
             ctx.name()
+        )));
+    }
+    if let (Some(i), false) = (o.gid_index, o.rdma_cm) {
+        ctx.select_gid(o.ib_port, Some(i))
+            .ctx(|| format!("-x {i}"))?;
+    }
+    if o.case.verb == Verb::Atomic && !ctx.attributes().supports_atomics() {
+        return Err(PerfError::Unsupported(format!(
+            "{} has no atomic operations (atomic_cap {}): {} cannot run on it (iWARP devices such as siw and \
+             eRDMA lack them)",
+            ctx.name(),
+            ctx.attributes().atomic_cap(),
+            o.case.name
         )));
     }
     Ok(ctx)
