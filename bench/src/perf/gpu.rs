@@ -30,13 +30,88 @@ fn gpu_err(what: &str, e: &CudaError) -> PerfError {
     PerfError::Gpu(format!("{what}: {e}"))
 }
 
+/// GPU memory with a stream for copies (no RDMA needed).
+pub struct GpuBuffer {
+    buf: DeviceBuffer<u8>,
+    stream: Stream,
+}
+
+impl GpuBuffer {
+    /// Allocates `len` bytes (rounded up to the GPU page, 64 KiB, as
+    /// perftest does) on `dev`, cleared.
+    pub fn alloc(dev: &Device, len: usize) -> PerfResult<GpuBuffer> {
+        let stream = Stream::new(dev).map_err(|e| gpu_err("create a CUDA stream", &e))?;
+        let alloc = len.div_ceil(1 << 16).max(1) << 16;
+        let mut buf = DeviceBuffer::<u8>::alloc(dev, alloc)
+            .map_err(|e| gpu_err(&format!("allocate {alloc} bytes of GPU memory"), &e))?;
+        buf.fill_bytes(0, &stream)
+            .and_then(|_| stream.synchronize())
+            .map_err(|e| gpu_err("clear the GPU buffer", &e))?;
+        Ok(GpuBuffer { buf, stream })
+    }
+
+    /// Bytes allocated.
+    pub fn len(&self) -> usize {
+        self.buf.byte_len()
+    }
+
+    /// Whether nothing is allocated (never).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The device address.
+    pub fn device_ptr(&self) -> erdma::cuda::DevicePtr {
+        self.buf.device_ptr()
+    }
+
+    /// Copies host bytes to `offset`.
+    pub fn write(&mut self, offset: usize, data: &[u8]) -> PerfResult<()> {
+        if offset + data.len() > self.len() {
+            return Err(PerfError::Gpu(format!(
+                "write of {} bytes at {offset} outside the {}-byte GPU buffer",
+                data.len(),
+                self.len()
+            )));
+        }
+        let ptr = self
+            .buf
+            .ptr_at(offset)
+            .map_err(|e| gpu_err("copy to the GPU buffer", &e))?;
+        // SAFETY: `ptr .. ptr + data.len()` lies inside the allocation
+        // (checked above), which lives as long as `self`; the stream is
+        // synchronised before returning so `data` outlives the copy.
+        unsafe { erdma::cuda::copy_htod_raw(ptr, data, &self.stream) }
+            .and_then(|_| self.stream.synchronize())
+            .map_err(|e| gpu_err("copy to the GPU buffer", &e))
+    }
+
+    /// Copies bytes at `offset` to the host.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> PerfResult<()> {
+        if offset + out.len() > self.len() {
+            return Err(PerfError::Gpu(format!(
+                "read of {} bytes at {offset} outside the {}-byte GPU buffer",
+                out.len(),
+                self.len()
+            )));
+        }
+        let ptr = self
+            .buf
+            .ptr_at(offset)
+            .map_err(|e| gpu_err("copy from the GPU buffer", &e))?;
+        // SAFETY: as in write; `out` outlives the synchronised copy.
+        unsafe { erdma::cuda::copy_dtoh_raw(out, ptr, &self.stream) }
+            .and_then(|_| self.stream.synchronize())
+            .map_err(|e| gpu_err("copy from the GPU buffer", &e))
+    }
+}
+
 /// A registered GPU buffer. Dropping it deregisters the memory before it is
 /// freed; if a posted request still held the region the GPU memory is
 /// leaked rather than freed under the device.
 pub struct GpuRegion {
     mr: Option<MemoryRegion<RawBuffer>>,
-    buf: Option<DeviceBuffer<u8>>,
-    stream: Stream,
+    buf: Option<GpuBuffer>,
     /// How it was registered, for the report.
     pub how: &'static str,
 }
@@ -49,42 +124,18 @@ impl GpuRegion {
 
     /// Copies host bytes to `offset` of the buffer.
     pub fn write(&mut self, offset: usize, data: &[u8]) -> PerfResult<()> {
-        let buf = self.buf.as_ref().expect("the buffer lives until drop");
-        if offset + data.len() > buf.byte_len() {
-            return Err(PerfError::Gpu(format!(
-                "write of {} bytes at {offset} outside the {}-byte GPU buffer",
-                data.len(),
-                buf.byte_len()
-            )));
-        }
-        let ptr = buf
-            .ptr_at(offset)
-            .map_err(|e| gpu_err("copy to the GPU buffer", &e))?;
-        // SAFETY: `ptr .. ptr + data.len()` lies inside the allocation
-        // (checked above), which lives as long as `self`; the stream is
-        // synchronised before returning so `data` outlives the copy.
-        unsafe { erdma::cuda::copy_htod_raw(ptr, data, &self.stream) }
-            .and_then(|_| self.stream.synchronize())
-            .map_err(|e| gpu_err("copy to the GPU buffer", &e))
+        self.buf
+            .as_mut()
+            .expect("the buffer lives until drop")
+            .write(offset, data)
     }
 
     /// Copies bytes at `offset` of the buffer to the host.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> PerfResult<()> {
-        let buf = self.buf.as_ref().expect("the buffer lives until drop");
-        if offset + out.len() > buf.byte_len() {
-            return Err(PerfError::Gpu(format!(
-                "read of {} bytes at {offset} outside the {}-byte GPU buffer",
-                out.len(),
-                buf.byte_len()
-            )));
-        }
-        let ptr = buf
-            .ptr_at(offset)
-            .map_err(|e| gpu_err("copy from the GPU buffer", &e))?;
-        // SAFETY: as in write; `out` outlives the synchronised copy.
-        unsafe { erdma::cuda::copy_dtoh_raw(out, ptr, &self.stream) }
-            .and_then(|_| self.stream.synchronize())
-            .map_err(|e| gpu_err("copy from the GPU buffer", &e))
+        self.buf
+            .as_ref()
+            .expect("the buffer lives until drop")
+            .read(offset, out)
     }
 }
 
@@ -100,6 +151,18 @@ impl Drop for GpuRegion {
     }
 }
 
+/// Refuses what this build cannot do, before any connection.
+pub fn check_mode(how: GpuReg) -> PerfResult<()> {
+    if how == GpuReg::DmaBuf {
+        return Err(PerfError::Gpu(
+            "--use_cuda_dmabuf: dma-buf registration of GPU memory is not in this build of the erdma \
+             library: omit it to register by peer memory (nvidia_peermem)"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Allocates `len` bytes on `dev` and registers them in `pd`.
 pub fn register(
     dev: &Device,
@@ -108,21 +171,8 @@ pub fn register(
     access: AccessFlags,
     how: GpuReg,
 ) -> PerfResult<GpuRegion> {
-    let stream = Stream::new(dev).map_err(|e| gpu_err("create a CUDA stream", &e))?;
-    // Round to the GPU page (64 KiB), as perftest does.
-    let alloc = len.div_ceil(1 << 16) << 16;
-    let mut buf = DeviceBuffer::<u8>::alloc(dev, alloc)
-        .map_err(|e| gpu_err(&format!("allocate {alloc} bytes of GPU memory"), &e))?;
-    buf.fill_bytes(0, &stream)
-        .and_then(|_| stream.synchronize())
-        .map_err(|e| gpu_err("clear the GPU buffer", &e))?;
-    if how == GpuReg::DmaBuf {
-        return Err(PerfError::Gpu(
-            "--use_cuda_dmabuf: dma-buf registration of GPU memory is not in this build of the erdma \
-             library: omit it to register by peer memory (nvidia_peermem)"
-                .into(),
-        ));
-    }
+    check_mode(how)?;
+    let buf = GpuBuffer::alloc(dev, len)?;
     let ptr = buf.device_ptr();
     // SAFETY: `ptr .. ptr + len` is device memory owned by `buf`, which
     // GpuRegion keeps until the region is deregistered (its Drop leaks the
@@ -143,7 +193,6 @@ pub fn register(
     Ok(GpuRegion {
         mr: Some(mr),
         buf: Some(buf),
-        stream,
         how: "peer memory (ibv_reg_mr)",
     })
 }

@@ -82,7 +82,14 @@ fn report_error(o: &Options, e: &PerfError) {
 pub fn run(o: &Options) -> PerfResult<()> {
     // GPU first: a host without CUDA fails here, before any connection.
     let gpu = match o.cuda {
-        Some(ordinal) => Some(gpu::open(ordinal)?),
+        Some(ordinal) => {
+            let g = gpu::open(ordinal)?;
+            gpu::check_mode(o.cuda_reg)?;
+            if o.verbosity == options::Verbosity::Full && !o.json {
+                println!("Using CUDA device {ordinal}: {}", g.1);
+            }
+            Some(g)
+        }
         None => None,
     };
     let dev = rdma::open_device(o)?;
