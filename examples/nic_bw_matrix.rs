@@ -172,10 +172,12 @@ fn open(o: &Opts, rank: usize) -> Result<Node, Failure> {
     Ok(Node { ctx, gid })
 }
 
-fn resources(ctx: &Context, o: &Opts, rank: usize) -> Result<Res, Failure> {
+fn resources(ctx: &Context, o: &Opts, rank: usize, size: usize) -> Result<Res, Failure> {
     let pd = ctx.alloc_pd().map_err(rdma("allocate a PD"))?;
+    // One CQ for every QP's sends and its one receive.
+    let entries = ((size as u64 - 1) * (o.depth + 1)).max(16);
     let cq = ctx
-        .create_cq((o.depth as u32 * 2).max(16))
+        .create_cq(entries.min(u64::from(u32::MAX)) as u32)
         .map_err(rdma("create the CQ"))?;
     let mut buf = AlignedBuffer::new(o.size).map_err(rdma("allocate the buffer"))?;
     for (i, b) in buf.iter_mut().enumerate() {
@@ -350,7 +352,7 @@ fn connect_gid(
         .gid
         .clone()
         .ok_or((1, "no GID on an InfiniBand port: give -x".to_string()))?;
-    let res = resources(&node.ctx, o, rank)?;
+    let res = resources(&node.ctx, o, rank, size)?;
     let node = &res;
     let mut qps = Vec::new();
     let mut mine = vec![0u8; REC * size];
@@ -426,7 +428,7 @@ fn connect_cm(
                     .ok_or((6, "short private data".to_string()))?;
                 if res.is_none() {
                     let ctx = req.context().map_err(rdma("the RDMA CM device"))?;
-                    res = Some(resources(&ctx, o, rank)?);
+                    res = Some(resources(&ctx, o, rank, size)?);
                 }
                 let r = res.as_ref().expect("created above");
                 let qp = req
@@ -447,7 +449,7 @@ fn connect_cm(
                     CmId::resolve(dst, Some(src), TIMEOUT).map_err(rdma("resolve the peer"))?;
                 if res.is_none() {
                     let ctx = id.context().map_err(rdma("the RDMA CM device"))?;
-                    res = Some(resources(&ctx, o, rank)?);
+                    res = Some(resources(&ctx, o, rank, size)?);
                 }
                 let r = res.as_ref().expect("created above");
                 let qp = id

@@ -18,7 +18,7 @@ RIG=1
 
 PKGS=(build-essential pkg-config git curl ca-certificates
       rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest rdmacm-utils
-      libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv)
+      libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv jq)
 
 SUDO=
 [[ $(id -u) == 0 ]] || SUDO=sudo

@@ -1,7 +1,7 @@
 //! erdma-perf's GPU memory on a machine with a GPU (scripts/gpu/perf-check.sh
-//! runs these on the H200): CUDA allocation and copies of the buffers
-//! `--use_cuda` uses, and the tool's order of checks (GPU first, then the
-//! RDMA device). Ignored elsewhere.
+//! runs these on the H200): CUDA allocation, copies and dma-buf export of
+//! the buffers `--use_cuda` uses, and the tool's order of checks (GPU first,
+//! then the RDMA device). Ignored elsewhere.
 
 use std::process::Command;
 
@@ -31,6 +31,11 @@ fn gpu_buffers_allocate_and_copy() {
     let e = b.write(b.len() - 1, &[0, 0]).unwrap_err();
     assert_eq!(e.exit_code(), 8);
     assert!(e.to_string().contains("outside"), "{e}");
+    // What --use_cuda_dmabuf registers: the buffer exported as a dma-buf.
+    let (fd, offset) = b.device_buffer().export_dmabuf().expect("dma-buf export");
+    use std::os::fd::AsRawFd;
+    assert!(fd.as_raw_fd() >= 0);
+    println!("dma-buf fd {} at offset {offset}", fd.as_raw_fd());
 }
 
 #[test]

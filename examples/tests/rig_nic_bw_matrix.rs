@@ -4,8 +4,6 @@
 
 #![cfg(feature = "mpi")]
 
-#[path = "nic_bw_matrix_mpirun.rs"]
-#[allow(dead_code)]
 mod common;
 
 fn check_matrix(text: &str, n: usize) {

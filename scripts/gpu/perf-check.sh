@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # erdma-perf's GPU memory on a GPU machine without an RDMA device (the H200): CUDA
-# allocation and copies work, the GPU is opened before the RDMA device, and each refusal
-# is one line with its exit status. Binaries built elsewhere (no Rust needed here).
+# allocation, copies and dma-buf export of the test buffers work, the GPU is opened before
+# the RDMA device, and each refusal is one line with its exit status (registration then
+# fails at "no RDMA device"). Binaries built elsewhere (no Rust needed here).
 #
 # Build (build machine, repository root):  scripts/gpu/build-perf-check.sh DIR
 # Run (GPU machine):                         bash DIR/perf-check.sh [DIR]
@@ -47,7 +48,7 @@ check "CUDA allocation and copies (perf_gpu)" 0 "" \
 check "GPU 0 opens first, then: no RDMA device" 3 "no RDMA device" "$PERF" write_bw --use_cuda=0
 check "GPU 0, client side: no RDMA device" 3 "no RDMA device" "$PERF" read_bw --use_cuda=0 --use_cuda_peermem 10.0.0.1
 check "no such GPU" 8 "GPU 4096 requested" "$PERF" write_bw --use_cuda=4096
-check "dma-buf registration: not in this build" 8 "use_cuda_dmabuf" "$PERF" write_bw --use_cuda=0 --use_cuda_dmabuf
+check "GPU 0 with --use_cuda_dmabuf: no RDMA device" 3 "no RDMA device" "$PERF" write_bw --use_cuda=0 --use_cuda_dmabuf
 check "GPU memory in a latency test: refused as perftest does" 2 "BW tests only" "$PERF" write_lat --use_cuda=0
 
 echo

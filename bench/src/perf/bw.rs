@@ -115,12 +115,10 @@ impl Phases {
 }
 
 /// Reads a credit word the peer RDMA-writes.
-fn credit(c: &Region, i: usize) -> u64 {
+fn credit(c: &Region, i: usize) -> PerfResult<u64> {
     let mut b = [0u8; 4];
-    for (k, v) in b.iter_mut().enumerate() {
-        *v = c.read_byte_volatile(4 * i + k);
-    }
-    u64::from(u32::from_le_bytes(b))
+    c.read(4 * i, &mut b)?;
+    Ok(u64::from(u32::from_le_bytes(b)))
 }
 
 fn wc_error(w: &WorkCompletion, comm: &mut dyn Comm, what: String) -> PerfError {
@@ -244,7 +242,7 @@ pub fn run(run: &mut Run<'_>, mode: Mode) -> PerfResult<BwMeasure> {
             for i in 0..n {
                 while (!timed || scnt[i] < iters) && scnt[i] - ccnt[i] < tx {
                     if let Some(c) = &r.credits
-                        && scnt[i] + 1 - credit(&c.target, i).min(scnt[i] + 1) >= window
+                        && scnt[i] + 1 - credit(&c.target, i)?.min(scnt[i] + 1) >= window
                     {
                         break;
                     }
@@ -338,7 +336,7 @@ pub fn run(run: &mut Run<'_>, mode: Mode) -> PerfResult<BwMeasure> {
         if run.r.credits.is_some() {
             for (i, due) in credit_due.iter_mut().enumerate() {
                 if let Some(count) = *due
-                    && send_credit(run, i, count)?
+                    && send_credit(run, i, count, credit_pending)?
                 {
                     *due = None;
                     credit_pending += 1;
@@ -427,20 +425,20 @@ pub fn run(run: &mut Run<'_>, mode: Mode) -> PerfResult<BwMeasure> {
 }
 
 /// Writes this side's receive count of QP `i` into the peer's credit word
-/// (perftest's `ctrl_wr`) from a credit buffer no earlier write uses;
-/// false when all are still in flight (try again after polling).
-fn send_credit(run: &mut Run<'_>, i: usize, count: u64) -> PerfResult<bool> {
-    let c = run.r.credits.as_mut().expect("credits exist on iWARP");
-    let Some(k) = c.sources.iter().position(|m| m.in_flight() == 0) else {
+/// (perftest's `ctrl_wr`). The source may be rewritten while an earlier
+/// credit write is in flight: it then carries the newer count, which is
+/// what the sender wants. False when the send queue has no room for it now.
+fn send_credit(run: &mut Run<'_>, i: usize, count: u64, pending: u64) -> PerfResult<bool> {
+    if pending >= u64::from(run.o.tx_depth) {
         return Ok(false);
-    };
-    c.sources[k]
-        .as_mut_slice()
-        .map_err(|e| PerfError::rdma("write the credit count", e))?[4 * i..4 * i + 4]
-        .copy_from_slice(&(count as u32).to_le_bytes());
+    }
+    let c = run.r.credits.as_mut().expect("credits exist on iWARP");
+    c.source
+        .write_at(4 * i, &(count as u32).to_le_bytes())
+        .map_err(|e| PerfError::rdma("write the credit count", e))?;
     let c = run.r.credits.as_ref().expect("credits exist on iWARP");
     let req = SendRequest::write(
-        [c.sources[k]
+        [c.source
             .slice(4 * i..4 * i + 4)
             .map_err(|e| PerfError::rdma("the credit buffer", e))?],
         RemoteBuffer {
@@ -460,7 +458,7 @@ fn send_credit(run: &mut Run<'_>, i: usize, count: u64) -> PerfResult<bool> {
 fn check_message(r: &Resources, i: usize, slot: u64, m: u64, size: u64) -> PerfResult<()> {
     let off = i as u64 * r.recv_stride + slot * r.layout.inc(size);
     let mut got = vec![0u8; size as usize];
-    r.xmr.read_settled(off as usize, &mut got)?;
+    r.xmr.read(off as usize, &mut got)?;
     let src = r.layout.slot_offset(m, size);
     check_pattern(&got, i as u32, src, Salt::Source, || {
         format!("SEND message {m} of {size} bytes on QP {i}")

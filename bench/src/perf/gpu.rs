@@ -1,21 +1,18 @@
 //! GPU memory for `--use_cuda` (CUDA driver API through `erdma::cuda`, loaded
-//! at run time: a host without a driver gets a one-line error, exit 8).
-//!
-//! Registration: the library's owning GPU registration
-//! (`ProtectionDomain::register_gpu`, dma-buf or peer memory chosen at run
-//! time) is not in this build's `erdma` yet. Until it is, [`register`] uses
-//! peer memory: `ibv_reg_mr` on the device pointer (what eRDMA uses; needs
-//! the nvidia_peermem module), and `--use_cuda_dmabuf` is refused. Plugging
-//! the library call in changes only [`register`] and [`GpuRegion`]'s fields.
+//! at run time: a host without a driver gets a one-line error, exit 8),
+//! registered by the library's `ProtectionDomain::register_gpu`: dma-buf
+//! (`--use_cuda_dmabuf`), peer memory (`--use_cuda_peermem`: `ibv_reg_mr` on
+//! the device pointer, eRDMA's way, needs nvidia_peermem) or, by default,
+//! whichever works (dma-buf first).
 
 use erdma::cuda::{CudaError, Device, DeviceBuffer, Stream};
-use erdma::{AccessFlags, MemoryRegion, ProtectionDomain, RawBuffer};
+use erdma::{AccessFlags, GpuMemory, GpuRegistration, MemoryRegion, ProtectionDomain};
 
 use super::error::{PerfError, PerfResult};
 use super::options::GpuReg;
 
 /// Opens GPU `ordinal` (fails early, before any connection, when CUDA or
-/// the GPU is missing).
+/// the GPU is missing); returns it and its name for the report.
 pub fn open(ordinal: usize) -> PerfResult<(Device, String)> {
     let dev = Device::new(ordinal).map_err(|e| gpu_err(&format!("--use_cuda={ordinal}"), &e))?;
     let name = dev.name().unwrap_or_else(|_| "?".into());
@@ -60,27 +57,21 @@ impl GpuBuffer {
         self.len() == 0
     }
 
-    /// The device address.
-    pub fn device_ptr(&self) -> erdma::cuda::DevicePtr {
-        self.buf.device_ptr()
+    /// The buffer.
+    pub fn device_buffer(&self) -> &DeviceBuffer<u8> {
+        &self.buf
     }
 
     /// Copies host bytes to `offset`.
     pub fn write(&mut self, offset: usize, data: &[u8]) -> PerfResult<()> {
-        if offset + data.len() > self.len() {
-            return Err(PerfError::Gpu(format!(
-                "write of {} bytes at {offset} outside the {}-byte GPU buffer",
-                data.len(),
-                self.len()
-            )));
-        }
+        self.check(offset, data.len(), "write")?;
         let ptr = self
             .buf
             .ptr_at(offset)
             .map_err(|e| gpu_err("copy to the GPU buffer", &e))?;
         // SAFETY: `ptr .. ptr + data.len()` lies inside the allocation
-        // (checked above), which lives as long as `self`; the stream is
-        // synchronised before returning so `data` outlives the copy.
+        // (checked), which lives as long as `self`; the stream is synchronised
+        // before returning so `data` outlives the copy.
         unsafe { erdma::cuda::copy_htod_raw(ptr, data, &self.stream) }
             .and_then(|_| self.stream.synchronize())
             .map_err(|e| gpu_err("copy to the GPU buffer", &e))
@@ -88,13 +79,7 @@ impl GpuBuffer {
 
     /// Copies bytes at `offset` to the host.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> PerfResult<()> {
-        if offset + out.len() > self.len() {
-            return Err(PerfError::Gpu(format!(
-                "read of {} bytes at {offset} outside the {}-byte GPU buffer",
-                out.len(),
-                self.len()
-            )));
-        }
+        self.check(offset, out.len(), "read")?;
         let ptr = self
             .buf
             .ptr_at(offset)
@@ -104,63 +89,57 @@ impl GpuBuffer {
             .and_then(|_| self.stream.synchronize())
             .map_err(|e| gpu_err("copy from the GPU buffer", &e))
     }
+
+    fn check(&self, offset: usize, len: usize, what: &str) -> PerfResult<()> {
+        if offset.checked_add(len).is_none_or(|e| e > self.len()) {
+            return Err(PerfError::Gpu(format!(
+                "{what} of {len} bytes at {offset} outside the {}-byte GPU buffer",
+                self.len()
+            )));
+        }
+        Ok(())
+    }
 }
 
-/// A registered GPU buffer. Dropping it deregisters the memory before it is
-/// freed; if a posted request still held the region the GPU memory is
-/// leaked rather than freed under the device.
+/// A registered GPU buffer with its copy stream.
 pub struct GpuRegion {
-    mr: Option<MemoryRegion<RawBuffer>>,
-    buf: Option<GpuBuffer>,
-    /// How it was registered, for the report.
-    pub how: &'static str,
+    mr: MemoryRegion<GpuMemory>,
+    stream: Stream,
 }
 
 impl GpuRegion {
     /// The memory region.
-    pub fn mr(&self) -> &MemoryRegion<RawBuffer> {
-        self.mr.as_ref().expect("the region lives until drop")
+    pub fn mr(&self) -> &MemoryRegion<GpuMemory> {
+        &self.mr
+    }
+
+    /// How it was registered, for the report.
+    pub fn how(&self) -> String {
+        self.mr.gpu_registration().to_string()
     }
 
     /// Copies host bytes to `offset` of the buffer.
     pub fn write(&mut self, offset: usize, data: &[u8]) -> PerfResult<()> {
-        self.buf
-            .as_mut()
-            .expect("the buffer lives until drop")
-            .write(offset, data)
+        self.mr
+            .copy_from_host(offset, data, &self.stream)
+            .map_err(|e| PerfError::Gpu(format!("copy to the GPU buffer: {e}")))
     }
 
     /// Copies bytes at `offset` of the buffer to the host.
     pub fn read(&self, offset: usize, out: &mut [u8]) -> PerfResult<()> {
-        self.buf
-            .as_ref()
-            .expect("the buffer lives until drop")
-            .read(offset, out)
+        self.mr
+            .copy_to_host(offset, out, &self.stream)
+            .map_err(|e| PerfError::Gpu(format!("copy from the GPU buffer: {e}")))
     }
 }
 
-impl Drop for GpuRegion {
-    fn drop(&mut self) {
-        if let Some(mr) = self.mr.take()
-            && mr.into_inner().is_err()
-        {
-            // Still registered or in use: never free memory the NIC may
-            // touch.
-            std::mem::forget(self.buf.take());
-        }
+/// The library's registration mode for the options.
+pub fn registration(how: GpuReg) -> GpuRegistration {
+    match how {
+        GpuReg::Auto => GpuRegistration::Auto,
+        GpuReg::PeerMemory => GpuRegistration::PeerMemory,
+        GpuReg::DmaBuf => GpuRegistration::DmaBuf,
     }
-}
-
-/// Refuses what this build cannot do, before any connection.
-pub fn check_mode(how: GpuReg) -> PerfResult<()> {
-    if how == GpuReg::DmaBuf {
-        return Err(PerfError::Gpu(
-            "--use_cuda_dmabuf: dma-buf registration of GPU memory is not in this build of the erdma \
-             library: omit it to register by peer memory (nvidia_peermem)"
-                .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Allocates `len` bytes on `dev` and registers them in `pd`.
@@ -171,28 +150,13 @@ pub fn register(
     access: AccessFlags,
     how: GpuReg,
 ) -> PerfResult<GpuRegion> {
-    check_mode(how)?;
-    let buf = GpuBuffer::alloc(dev, len)?;
-    let ptr = buf.device_ptr();
-    // SAFETY: `ptr .. ptr + len` is device memory owned by `buf`, which
-    // GpuRegion keeps until the region is deregistered (its Drop leaks the
-    // memory when the region is still in use); the NIC reaches it through
-    // the peer-memory module, whose absence makes ibv_reg_mr fail cleanly.
-    let raw = unsafe { RawBuffer::new(ptr.0 as usize as *mut u8, len) };
-    let mr = pd.register(raw, access).map_err(|e| {
-        let peermem = std::path::Path::new("/sys/module/nvidia_peermem").exists();
+    let GpuBuffer { buf, stream } = GpuBuffer::alloc(dev, len)?;
+    let mode = registration(how);
+    let mr = pd.register_gpu(buf, access, mode).map_err(|e| {
         PerfError::Gpu(format!(
-            "register {len} bytes of GPU memory with ibv_reg_mr (peer memory): {e}; {}",
-            if peermem {
-                "nvidia_peermem is loaded: check that this device supports GPUDirect RDMA"
-            } else {
-                "the nvidia_peermem module is not loaded: modprobe nvidia_peermem (on the host, not in the container)"
-            }
+            "register {len} bytes of GPU memory on {} ({mode}): {e}",
+            pd.context().name()
         ))
     })?;
-    Ok(GpuRegion {
-        mr: Some(mr),
-        buf: Some(buf),
-        how: "peer memory (ibv_reg_mr)",
-    })
+    Ok(GpuRegion { mr, stream })
 }

@@ -121,7 +121,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
         if (!timed || rcnt < iters) && !(scnt < 1 && server) {
             rcnt += 1;
             let want = rcnt as u8;
-            while run.r.xmr.read_byte_volatile(last) != want {
+            while run.r.xmr.byte(last)? != want {
                 watch.idle(run.comm, || {
                     format!("write_lat of {size} bytes: waiting for message {rcnt}")
                 })?;
@@ -129,7 +129,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
             watch.progress();
             if o.verify {
                 let mut got = vec![0u8; last];
-                run.r.xmr.read_settled(0, &mut got)?;
+                run.r.xmr.read(0, &mut got)?;
                 check_pattern(&got, 0, 0, Salt::Source, || {
                     format!("write_lat message {rcnt} of {size} bytes")
                 })?;
@@ -144,7 +144,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
                 posted.push(ticks());
             }
             scnt += 1;
-            run.r.lmr.set_byte(last, scnt as u8)?;
+            run.r.lmr.write(last, &[scnt as u8])?;
             let mut req = SendRequest::write([run.r.lmr.slice(0, size)?], remote);
             if inline {
                 req = req.inline();
@@ -166,7 +166,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
     // Keep the source's last byte as the pattern for the next size.
     run.r
         .lmr
-        .set_byte(last, pattern(0, last as u64, Salt::Source))?;
+        .write(last, &[pattern(0, last as u64, Salt::Source)])?;
     Ok(match clock {
         Some(c) => c.measure(size, hz, 2),
         None => LatMeasure {
@@ -203,7 +203,7 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
             if o.verify {
                 let off = slot * run.r.layout.inc(size);
                 let mut got = vec![0u8; size as usize];
-                run.r.xmr.read_settled(off as usize, &mut got)?;
+                run.r.xmr.read(off as usize, &mut got)?;
                 check_pattern(&got, 0, 0, Salt::Source, || {
                     format!("send_lat message {} of {size} bytes", rcnt + 1)
                 })?;
@@ -314,7 +314,7 @@ pub fn one_sided_lat(run: &mut Run<'_>) -> PerfResult<LatMeasure> {
         )?;
         if o.verify {
             let mut got = vec![0u8; msg as usize];
-            run.r.lmr.read_settled(0, &mut got)?;
+            run.r.lmr.read(0, &mut got)?;
             match verb {
                 Verb::Read => check_pattern(&got, 0, 0, Salt::Exposed, || {
                     format!("RDMA READ {scnt} of {size} bytes")

@@ -155,87 +155,37 @@ impl Region {
         self.write(0, &host)
     }
 
-    /// Copies `data` to `offset` (no posted request may use the region).
+    /// Copies `data` to `offset` (requests in flight send whatever the
+    /// memory holds when the device reads it).
+    #[inline]
     pub fn write(&mut self, offset: usize, data: &[u8]) -> PerfResult<()> {
         match self {
-            Region::Host(m) => {
-                let s = m.as_mut_slice().ctx(|| "fill the buffer".into())?;
-                s[offset..offset + data.len()].copy_from_slice(data);
-                Ok(())
-            }
+            Region::Host(m) => m
+                .write_at(offset, data)
+                .ctx(|| format!("write {} bytes at {offset} of the buffer", data.len())),
             Region::Gpu(g) => g.write(offset, data),
         }
     }
 
-    /// Sets one byte of a region no peer writes (the source buffer), between
-    /// requests.
+    /// Copies `out.len()` bytes at `offset` (volatile copies for host
+    /// memory: valid at any time, complete once the completion or message
+    /// saying so arrived).
     #[inline]
-    pub fn set_byte(&mut self, offset: usize, value: u8) -> PerfResult<()> {
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> PerfResult<()> {
         match self {
-            Region::Host(m) => {
-                m.as_mut_slice()
-                    .ctx(|| "set the message's last byte".into())?[offset] = value;
-                Ok(())
-            }
-            Region::Gpu(_) => Err(PerfError::Usage(
-                "this test does not run on GPU memory".into(),
-            )),
-        }
-    }
-
-    /// Reads one byte of host memory that the peer's device may be writing
-    /// (write_lat's polling, iWARP credits).
-    #[inline]
-    pub fn read_byte_volatile(&self, offset: usize) -> u8 {
-        match self {
-            Region::Host(m) => {
-                assert!(
-                    offset < m.len(),
-                    "offset {offset} outside the {}-byte region",
-                    m.len()
-                );
-                // SAFETY: the region owns `len` bytes of host memory at
-                // `addr` and stays registered (alive) while `self` is
-                // borrowed; offset < len was checked. A volatile byte read is
-                // what perftest does: the device may write the byte at any
-                // time and every value is a valid u8.
-                unsafe { std::ptr::read_volatile((m.addr() as usize + offset) as *const u8) }
-            }
-            Region::Gpu(_) => 0,
-        }
-    }
-
-    /// Copies `out.len()` bytes at `offset` of host memory that the peer (or
-    /// a completed receive) wrote, once no further write can come: after
-    /// the peer said it finished, or after the receive's completion.
-    pub fn read_settled(&self, offset: usize, out: &mut [u8]) -> PerfResult<()> {
-        match self {
-            Region::Host(m) => {
-                let end = offset
-                    .checked_add(out.len())
-                    .filter(|&e| e <= m.len())
-                    .ok_or_else(|| {
-                        PerfError::Verify(format!(
-                            "range {offset}+{} outside the buffer",
-                            out.len()
-                        ))
-                    })?;
-                let _ = end;
-                // SAFETY: the range is inside the region's host memory
-                // (checked), alive while `self` is borrowed; the caller
-                // guarantees no device write to it is under way, so the copy
-                // reads settled bytes (any bit pattern is a valid u8).
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (m.addr() as usize + offset) as *const u8,
-                        out.as_mut_ptr(),
-                        out.len(),
-                    )
-                };
-                Ok(())
-            }
+            Region::Host(m) => m
+                .read_at(offset, out)
+                .ctx(|| format!("read {} bytes at {offset} of the buffer", out.len())),
             Region::Gpu(g) => g.read(offset, out),
         }
+    }
+
+    /// One byte (write_lat's polling, iWARP credits).
+    #[inline]
+    pub fn byte(&self, offset: usize) -> PerfResult<u8> {
+        let mut b = [0u8];
+        self.read(offset, &mut b)?;
+        Ok(b[0])
     }
 }
 

@@ -84,7 +84,6 @@ pub fn run(o: &Options) -> PerfResult<()> {
     let gpu = match o.cuda {
         Some(ordinal) => {
             let g = gpu::open(ordinal)?;
-            gpu::check_mode(o.cuda_reg)?;
             if o.verbosity == options::Verbosity::Full && !o.json {
                 println!("Using CUDA device {ordinal}: {}", g.1);
             }

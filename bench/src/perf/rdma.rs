@@ -23,8 +23,6 @@ use super::wire::keys::Dest;
 /// posted receive its own slot, so no message is overwritten before it is
 /// checked).
 pub const VERIFY_RX_BYTES: u64 = 16 << 20;
-/// Credit buffers (iWARP SEND): credit writes in flight at once.
-const CREDIT_SOURCES: usize = 4;
 
 /// Opens the device of `-d` (or the first) and checks the port.
 pub fn open_device(o: &Options) -> PerfResult<Context> {
@@ -85,9 +83,8 @@ pub fn port_mtu(ctx: &Context, o: &Options) -> PerfResult<Mtu> {
 pub struct Credits {
     /// Where the peer writes its receive counts (one u32 per QP).
     pub target: Region,
-    /// Where this side's counts are written from (several, so that a new
-    /// count never waits for the write of the previous one).
-    pub sources: Vec<MemoryRegion<AlignedBuffer>>,
+    /// Where this side's counts are written from.
+    pub source: MemoryRegion<AlignedBuffer>,
     /// A credit write every this many receives (perftest: RX depth / 3).
     pub every: u64,
 }
@@ -242,20 +239,15 @@ fn parts(plan: &Plan, ctx: &Context) -> PerfResult<Parts> {
             4 * q,
             AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
         )?;
-        let mut sources = Vec::new();
-        for _ in 0..CREDIT_SOURCES {
-            sources.push(
-                pd.register(
-                    AlignedBuffer::new(4 * q as usize)
-                        .ctx(|| what("allocate the credit buffer"))?,
-                    AccessFlags::LOCAL_WRITE,
-                )
-                .ctx(|| what("register the credit buffer"))?,
-            );
-        }
+        let source = pd
+            .register(
+                AlignedBuffer::new(4 * q as usize).ctx(|| what("allocate the credit buffer"))?,
+                AccessFlags::LOCAL_WRITE,
+            )
+            .ctx(|| what("register the credit buffer"))?;
         Some(Credits {
             target,
-            sources,
+            source,
             every: (u64::from(o.rx_depth) / 3).max(1),
         })
     } else {
@@ -299,7 +291,7 @@ fn parts(plan: &Plan, ctx: &Context) -> PerfResult<Parts> {
     };
     let memory = match (&plan.gpu, &lmr) {
         (Some((_, name)), Region::Gpu(g)) => {
-            format!("cuda:{} {name}, {}", o.cuda.unwrap_or(0), g.how)
+            format!("cuda:{} {name}, {}", o.cuda.unwrap_or(0), g.how())
         }
         _ => "host".to_string(),
     };
@@ -440,16 +432,23 @@ impl Resources {
         Ok(Resources::assemble(ctx, p, qps, port, gid, plan, ids))
     }
 
-    /// The server's QPs through RDMA CM (`-R`): listens on the port again
-    /// (the exchange connection's listener is gone) and accepts one
-    /// connection per QP.
-    pub fn cm_server(plan: &Plan) -> PerfResult<Resources> {
-        let o = plan.o;
+    /// Listens for the test QPs' RDMA CM connections on the port again (the
+    /// exchange connection's listener is gone). The server does this before
+    /// it answers the record that precedes the connections: a perftest client
+    /// connects right after that answer and does not survive a refusal
+    /// (its retry path crashes).
+    pub fn cm_listen(o: &Options) -> PerfResult<CmListener> {
         let addr = SocketAddr::V4(SocketAddrV4::new(
             o.source_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
             o.port,
         ));
-        let listener = CmListener::bind(addr).ctx(|| format!("listen with RDMA CM on {addr}"))?;
+        CmListener::bind(addr).ctx(|| format!("listen with RDMA CM on {addr}"))
+    }
+
+    /// The server's QPs through RDMA CM (`-R`): accepts one connection per
+    /// QP on `listener` ([`Resources::cm_listen`]).
+    pub fn cm_server(plan: &Plan, listener: CmListener) -> PerfResult<Resources> {
+        let o = plan.o;
         let mut state: Option<(Context, Parts)> = None;
         let mut qps = Vec::new();
         let mut ids = Vec::new();

@@ -109,13 +109,18 @@ impl<'a> Session<'a> {
             // connection of the test QPs.
             let zero = Dest::default();
             let mut tmp = vec![zero];
+            let listener = match role {
+                Role::Server => Some(Resources::cm_listen(o)?),
+                Role::Client => None,
+            };
             hs_records(s_comm.as_mut(), role, &[zero], &mut tmp, true, false)?;
-            let res = match (role, &o.server) {
-                (Role::Client, Some(server)) => {
+            let res = match (listener, &o.server) {
+                (None, Some(server)) => {
                     let ip = resolve_ipv4(server)?;
                     Resources::cm_client(&plan, ip)?
                 }
-                _ => Resources::cm_server(&plan)?,
+                (Some(l), _) => Resources::cm_server(&plan, l)?,
+                (None, None) => unreachable!("a client has a server address"),
             };
             hs_records(s_comm.as_mut(), role, &[zero], &mut tmp, true, false)?;
             res
@@ -472,9 +477,7 @@ impl<'a> Session<'a> {
                 let slots = l.slots(8);
                 for k in 0..slots.min(o.iters) {
                     let mut b = [0u8; 8];
-                    self.res
-                        .xmr
-                        .read_settled((base + k * l.inc(8)) as usize, &mut b)?;
+                    self.res.xmr.read((base + k * l.inc(8)) as usize, &mut b)?;
                     let got = u64::from_le_bytes(b);
                     let want = match o.atomic {
                         AtomicType::FetchAndAdd => o.iters / slots + u64::from(k < o.iters % slots),
@@ -494,7 +497,7 @@ impl<'a> Session<'a> {
             for k in 0..slots.min(o.iters) {
                 let off = k * l.inc(size);
                 let mut got = vec![0u8; size as usize];
-                self.res.xmr.read_settled((base + off) as usize, &mut got)?;
+                self.res.xmr.read((base + off) as usize, &mut got)?;
                 check_pattern(&got, i as u32, off, Salt::Source, || {
                     format!("RDMA WRITE target {k} of {size} bytes on QP {i}")
                 })?;
@@ -513,7 +516,7 @@ impl<'a> Session<'a> {
                 let mut got = vec![0u8; size as usize];
                 self.res
                     .lmr
-                    .read_settled((i as u64 * l.stride + off) as usize, &mut got)?;
+                    .read((i as u64 * l.stride + off) as usize, &mut got)?;
                 check_pattern(&got, i as u32, off, Salt::Exposed, || {
                     format!("RDMA READ into slot {k} of {size} bytes on QP {i}")
                 })?;
@@ -623,7 +626,7 @@ impl<'a> Session<'a> {
             self.hs_after_run()?;
             if o.verify && o.case.verb == Verb::Atomic && o.atomic == AtomicType::FetchAndAdd {
                 let mut b = [0u8; 8];
-                self.res.xmr.read_settled(0, &mut b)?;
+                self.res.xmr.read(0, &mut b)?;
                 let got = u64::from_le_bytes(b);
                 if got != o.iters {
                     return Err(PerfError::Verify(format!(
