@@ -12,7 +12,7 @@ use erdma::{
     LinkLayer, MemoryRegion, Mtu, ProtectionDomain, QpCapabilities, QueuePair, Transport,
 };
 
-use super::cases::{Kind, Verb};
+use super::cases::Verb;
 use super::error::{Context as _, PerfError, PerfResult};
 use super::gpu;
 use super::memory::{Layout, Region};
@@ -124,7 +124,9 @@ pub struct Resources {
     pub memory: String,
     /// Receives posted per QP in the current size (SEND tests).
     pub recv_posted: Vec<u64>,
-    cm: Vec<CmId>,
+    /// The RDMA CM connections (`-R`): kept so that they stay up until the
+    /// resources go (dropping one disconnects).
+    _cm: Vec<CmId>,
 }
 
 /// What resources need from the run.
@@ -336,7 +338,7 @@ impl Resources {
             out_reads: p.out_reads,
             memory: p.memory,
             recv_posted: Vec::new(),
-            cm,
+            _cm: cm,
         }
     }
 
@@ -560,12 +562,6 @@ impl Resources {
         Ok(())
     }
 
-    /// Whether the CM connections are still up (false once the peer
-    /// disconnected).
-    pub fn cm_ids(&self) -> &[CmId] {
-        &self.cm
-    }
-
     /// The remote buffer of QP `i` from the peer's record.
     pub fn remote(&self, rem: &Dest) -> erdma::RemoteBuffer {
         erdma::RemoteBuffer {
@@ -591,7 +587,6 @@ impl Resources {
                 o.case.name
             )));
         }
-        let _ = Kind::Bw;
         Ok(())
     }
 }

@@ -108,12 +108,11 @@ impl<'a> Session<'a> {
             // perftest swaps a (zeroed) record before and after the RDMA CM
             // connection of the test QPs.
             let zero = Dest::default();
-            let mut tmp = vec![zero];
             let listener = match role {
                 Role::Server => Some(Resources::cm_listen(o)?),
                 Role::Client => None,
             };
-            hs_records(s_comm.as_mut(), role, &[zero], &mut tmp, true, false)?;
+            hs_records(s_comm.as_mut(), role, &zero, true, false)?;
             let res = match (listener, &o.server) {
                 (None, Some(server)) => {
                     let ip = resolve_ipv4(server)?;
@@ -122,7 +121,7 @@ impl<'a> Session<'a> {
                 (Some(l), _) => Resources::cm_server(&plan, l)?,
                 (None, None) => unreachable!("a client has a server address"),
             };
-            hs_records(s_comm.as_mut(), role, &[zero], &mut tmp, true, false)?;
+            hs_records(s_comm.as_mut(), role, &zero, true, false)?;
             res
         } else {
             Resources::verbs(&plan, dev.clone())?
@@ -215,11 +214,8 @@ impl<'a> Session<'a> {
 
     /// perftest's `ctx_hand_shake` with QP 0's record: a synchronisation.
     pub fn hs(&mut self) -> PerfResult<()> {
-        let mine = [self.my[0]];
-        let mut theirs = [Dest::default()];
         let (st, gid) = (self.struct_records(), self.res.gid.is_some());
-        hs_records(self.comm.as_mut(), self.role, &mine, &mut theirs, st, gid)?;
-        self.rem[0] = theirs[0];
+        self.rem[0] = hs_records(self.comm.as_mut(), self.role, &self.my[0], st, gid)?;
         Ok(())
     }
 
@@ -236,16 +232,7 @@ impl<'a> Session<'a> {
     pub fn exchange_dests(&mut self) -> PerfResult<()> {
         let (st, gid) = (self.struct_records(), self.res.gid.is_some());
         for i in 0..self.my.len() {
-            let mut theirs = [Dest::default()];
-            hs_records(
-                self.comm.as_mut(),
-                self.role,
-                &self.my[i..=i],
-                &mut theirs,
-                st,
-                gid,
-            )?;
-            self.rem[i] = theirs[0];
+            self.rem[i] = hs_records(self.comm.as_mut(), self.role, &self.my[i], st, gid)?;
         }
         if !self.o.rdma_cm {
             // perftest's ctx_check_gid_compatibility.
@@ -560,7 +547,7 @@ impl<'a> Session<'a> {
     }
 
     /// Reports a send_bw measurement: each side its own, `-b` the sum.
-    pub fn report_bw(&mut self, m: &BwMeasure, _own: bool) -> PerfResult<()> {
+    pub fn report_bw(&mut self, m: &BwMeasure) -> PerfResult<()> {
         let mine = bw_report(m, self.o.report_gbits);
         if self.o.duplex && self.o.duration.is_none() {
             let rem = self.exchange_bw(&mine)?;
@@ -713,20 +700,18 @@ fn from_wire(w: &WireReport, gbits: bool) -> BwReport {
 fn hs_records(
     comm: &mut dyn Comm,
     role: Role,
-    mine: &[Dest],
-    theirs: &mut [Dest],
+    mine: &Dest,
     as_struct: bool,
     with_gid: bool,
-) -> PerfResult<()> {
+) -> PerfResult<Dest> {
     let what = "the connection record";
-    let (mine, theirs) = (&mine[0], &mut theirs[0]);
     let bad = |e: super::wire::keys::BadRecord| {
         PerfError::Peer(format!("the peer's connection record: {e}"))
     };
     if as_struct {
         let mut b = [0u8; DEST_STRUCT_SIZE];
         wire::xchg(comm, role, &mine.to_struct(0), &mut b, what)?;
-        *theirs = Dest::from_struct(&b).map_err(bad)?;
+        Dest::from_struct(&b).map_err(bad)
     } else {
         let size = if with_gid {
             KEY_MSG_SIZE_GID
@@ -735,9 +720,8 @@ fn hs_records(
         };
         let mut b = vec![0u8; size];
         wire::xchg(comm, role, &mine.to_text(with_gid), &mut b, what)?;
-        *theirs = Dest::from_text(&b, with_gid).map_err(bad)?;
+        Dest::from_text(&b, with_gid).map_err(bad)
     }
-    Ok(())
 }
 
 /// Fills the buffers with what `--verify` checks (the sender's source, a

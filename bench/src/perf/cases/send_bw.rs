@@ -25,7 +25,7 @@ fn run(s: &mut Session) -> PerfResult<()> {
         s.prepare_recvs(size)?;
         s.hs()?;
         let mine = s.run_send_bw(size)?;
-        s.report_bw(&mine, true)?;
+        s.report_bw(&mine)?;
         if all {
             s.hs()?;
         }
