@@ -674,6 +674,96 @@ mod tests {
         );
     }
 
+    fn sample_output() -> (Options, Output) {
+        let argv: Vec<String> = ["erdma-perf", "write_bw", "--report_gbits", "10.0.0.2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let o = match crate::perf::options::parse(&argv).unwrap() {
+            crate::perf::options::Parsed::Run(o) => *o,
+            _ => unreachable!(),
+        };
+        let mut out = Output::new(&o);
+        out.info = Some(TestInfo {
+            title: "RDMA_Write BW".into(),
+            device: "rxe0".into(),
+            qps: 1,
+            transport: "IB",
+            sender: true,
+            tx_depth: 128,
+            rx_depth: None,
+            cq_mod: Some(1),
+            mtu: 1024,
+            link: "Ethernet",
+            gid_index: Some(1),
+            inline_or_reads: (false, 0),
+            rdma_cm: false,
+            method: "Ethernet",
+            cm_server: false,
+            relaxed: true,
+        });
+        out.rows.push(Row::Bw(BwReport {
+            size: 65536,
+            iters: 5000,
+            bw_peak: 1.5,
+            bw_avg: 1.25,
+            msg_rate: 0.002384,
+            gbits: true,
+        }));
+        (o, out)
+    }
+
+    #[test]
+    fn json_document_has_the_common_fields() {
+        let (o, out) = sample_output();
+        let d = json_document(&o, &out, None);
+        for k in [
+            "tool", "version", "host", "date", "command", "test", "results", "device",
+        ] {
+            assert!(d.get(k).is_some(), "{k} missing: {d}");
+        }
+        assert_eq!(d["tool"], "erdma-perf");
+        assert_eq!(d["role"], "client");
+        assert_eq!(d["results"][0]["bw_avg_gbps"], 1.25);
+        assert!(
+            (d["results"][0]["bw_avg_mib_s"].as_f64().unwrap() - 1.25 * 125e6 / 1048576.0).abs()
+                < 1e-9
+        );
+        assert!(d["error"].is_null());
+        let e = PerfError::Peer("gone".into());
+        let d = json_document(&o, &out, Some(&e));
+        assert_eq!(d["error"]["exit_status"], 6);
+    }
+
+    #[test]
+    fn perftest_json_and_csv_files() {
+        let (o, out) = sample_output();
+        let dir = std::env::temp_dir().join(format!("erdma-perf-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pj = dir.join("pt.json");
+        write_perftest_json(&pj, &out).unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&pj).unwrap()).unwrap();
+        assert_eq!(v["test_info"]["test"], "RDMA_Write_BW_Test");
+        assert_eq!(v["test_info"]["GID_index"], 1);
+        assert_eq!(v["results"]["BW_average"], 1.25);
+        assert_eq!(v["results_all"].as_array().unwrap().len(), 1);
+        let csv = dir.join("r.csv");
+        write_csv(&csv, &o, &out).unwrap();
+        write_csv(&csv, &o, &out).unwrap();
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "one header, then a row per call: {text}");
+        assert!(lines[0].starts_with("tool,host,date,test,role,device,bytes"));
+        assert!(
+            lines[1].contains(",write_bw,client,rxe0,65536,5000,1.500000,1.250000,"),
+            "{}",
+            lines[1]
+        );
+        let e = write_csv(std::path::Path::new("/nonexistent/dir/r.csv"), &o, &out).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/dir/r.csv"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn dates_are_rfc3339_utc() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
