@@ -13,24 +13,24 @@ const IDLE_CHECK: u32 = 4096;
 /// Shortest time between two looks at the peer.
 const PEER_CHECK: Duration = Duration::from_millis(20);
 
-/// A progress watchdog for one measurement.
+/// A progress watchdog for one measurement. It reads the clock only after
+/// thousands of idle rounds (in a VM the clock can be a slow system call),
+/// never in a loop that makes progress.
 pub struct Watch {
     idle: u32,
     progressed: bool,
-    last_progress: Instant,
-    last_peer_check: Instant,
+    /// (last progress, last look at the peer), from the first check on.
+    times: Option<(Instant, Instant)>,
     timeout: Duration,
 }
 
 impl Watch {
     /// Starts watching; `timeout` without progress fails the test.
     pub fn new(timeout: Duration) -> Watch {
-        let now = Instant::now();
         Watch {
             idle: 0,
             progressed: false,
-            last_progress: now,
-            last_peer_check: now,
+            times: None,
             timeout,
         }
     }
@@ -57,18 +57,20 @@ impl Watch {
     #[cold]
     fn check(&mut self, comm: &mut dyn Comm, what: impl Fn() -> String) -> PerfResult<()> {
         let now = Instant::now();
+        let (last_progress, last_peer_check) = self.times.get_or_insert((now, now));
         if self.progressed {
             self.progressed = false;
-            self.last_progress = now;
-        } else if now - self.last_progress > self.timeout {
+            *last_progress = now;
+        } else if now - *last_progress > self.timeout {
             return Err(PerfError::Peer(format!(
                 "{}: nothing completed for {:.0?}: the peer stopped (is it alive? --timeout)",
                 what(),
-                now - self.last_progress
+                now - *last_progress
             )));
         }
-        if now - self.last_peer_check >= PEER_CHECK {
-            self.last_peer_check = now;
+        let stalled = now - *last_progress;
+        if now - *last_peer_check >= PEER_CHECK {
+            *last_peer_check = now;
             if comm.peer_gone() {
                 return Err(PerfError::Peer(format!(
                     "{}: {} went away during the test (it exited or was killed; see its output)",
@@ -78,7 +80,7 @@ impl Watch {
             }
         }
         // Waiting for a peer that is slower: do not starve it of the CPU.
-        if now - self.last_progress > Duration::from_millis(50) {
+        if stalled > Duration::from_millis(50) {
             std::thread::yield_now();
         }
         Ok(())
