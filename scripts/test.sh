@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - the project's whole test suite (what CI runs after scripts/setup.sh).
 #
-#   1. cargo fmt --check, clippy -D warnings (default features and without MPI)
+#   1. cargo fmt --check, the Dockerfile's lint, clippy -D warnings (default
+#      features and without MPI)
 #   2. host tests: unit tests, MPI and TCP end-to-end runs of the collective
 #      benchmarks, loader/no-device error paths (cargo test --workspace)
 #   3. a build without the `mpi` feature, checked to need no libmpi/libibverbs
@@ -40,6 +41,9 @@ T0=$SECONDS
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "Dockerfile lint (hadolint; no container engine here)"
+bash scripts/lint-dockerfile.sh
 
 step "cargo clippy (default features, all targets)"
 cargo clippy --workspace --all-targets -- -D warnings

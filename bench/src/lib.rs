@@ -1,10 +1,14 @@
-//! Tools built on `erdma`: device inspection, NCCL collective benchmarks,
-//! the comparison of their results, and perftest's RDMA tests.
+//! Tools built on `erdma`: device inspection, the bring-up checklist (`erdma-doctor`),
+//! port counters (`erdma-stat`), NCCL collective benchmarks, perftest's RDMA tests
+//! (`erdma-perf`) and the comparison of their results.
 #![warn(missing_docs)]
 
 pub mod compare;
 /// `devinfo`: RDMA device attributes as `ibv_devinfo` prints them.
 pub mod devinfo;
+pub mod doctor;
+pub mod meta;
 pub mod nccltests;
 /// `erdma-perf`: perftest's bandwidth and latency tests on erdma.
 pub mod perf;
+pub mod stat;

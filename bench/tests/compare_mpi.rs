@@ -18,6 +18,11 @@ fn mpi_run(stem: &std::path::Path, env: &[(&str, &str)]) -> Option<(String, Stri
     let (json, csv) = (stem.with_extension("json"), stem.with_extension("csv"));
     let mut c = mpirun()?;
     c.args(["-np", "2"]);
+    // Only the NCCL_* variables given here: the caller's (scripts/test.sh
+    // sets NCCL_HOME) would show in both runs' context.
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("NCCL_")) {
+        c.env_remove(k);
+    }
     for (k, v) in env {
         c.env(k, v).args(["-x", k]);
     }

@@ -559,6 +559,19 @@ impl Context {
             })
     }
 
+    /// The network interface port `port` sends through (RoCE, iWARP and eRDMA
+    /// ports each sit on one): from sysfs (the PCI function's `net/` entry,
+    /// rxe's `parent`), else the interface of the port's GID entries (iWARP
+    /// GIDs embed its MAC). `None` on InfiniBand ports and when nothing tells,
+    /// e.g. a port whose interface is down and has no GID left.
+    pub fn netdev(&self, port: u8) -> Result<Option<String>> {
+        self.check_port(port)?;
+        if let Some(n) = sysfs::port_netdev(&self.inner.sysfs, port) {
+            return Ok(Some(n));
+        }
+        Ok(self.gid_table(port)?.into_iter().find_map(|e| e.netdev))
+    }
+
     /// Allocates a protection domain.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
         ProtectionDomain::new(self)

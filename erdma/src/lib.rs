@@ -81,7 +81,7 @@ pub use gid::{Gid, GidEntry, GidType};
 #[cfg(feature = "cuda")]
 pub use gpu::{GpuMemory, GpuRegistration};
 pub use mr::{
-    AccessFlags, AlignedBuffer, DmaBuf, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
+    AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
     RegisterBuffer, RemoteBuffer,
 };
 pub use pd::ProtectionDomain;

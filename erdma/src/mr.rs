@@ -280,20 +280,20 @@ unsafe impl RegisterBuffer for RawBuffer {
 }
 
 /// A registered dma-buf (see [`ProtectionDomain::register_dmabuf`]): the
-/// file descriptor and range a [`MemoryRegion<DmaBuf>`] was made from.
+/// file descriptor and range a [`MemoryRegion<DmaBufRange>`] was made from.
 ///
 /// It is not a [`RegisterBuffer`]: the range is device memory reached through
 /// the dma-buf, not host memory this value owns, so it can never be
 /// registered again with [`ProtectionDomain::register`].
 #[derive(Debug)]
-pub struct DmaBuf {
+pub struct DmaBufRange {
     fd: std::os::fd::RawFd,
     offset: u64,
     iova: u64,
     len: usize,
 }
 
-impl DmaBuf {
+impl DmaBufRange {
     /// The dma-buf file descriptor it was registered from.
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.fd
@@ -365,7 +365,7 @@ impl<B> Drop for MrInner<B> {
 
 /// A registered memory region that owns its memory `B`: a host buffer
 /// ([`Vec<u8>`], `Box<[u8]>`, [`AlignedBuffer`], ...), device memory the
-/// caller vouched for ([`RawBuffer`]), a dma-buf ([`DmaBuf`]) or, with the
+/// caller vouched for ([`RawBuffer`]), a dma-buf ([`DmaBufRange`]) or, with the
 /// `cuda` feature, a GPU buffer (`GpuMemory`).
 ///
 /// Host memory is readable in two ways:
@@ -825,7 +825,7 @@ unsafe fn volatile_fill(dst: *mut u8, len: usize, byte: u8) {
     }
 }
 
-impl MemoryRegion<DmaBuf> {
+impl MemoryRegion<DmaBufRange> {
     /// # Safety
     /// See [`ProtectionDomain::register_dmabuf`].
     pub(crate) unsafe fn register_dmabuf(
@@ -843,7 +843,7 @@ impl MemoryRegion<DmaBuf> {
             ));
         }
         check_access("ibv_reg_dmabuf_mr", access)?;
-        let buf = DmaBuf {
+        let buf = DmaBufRange {
             fd,
             offset,
             iova,

@@ -9,7 +9,7 @@ use crate::context::Context;
 use crate::cq::CompletionQueue;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Ptr};
-use crate::mr::{AccessFlags, DmaBuf, MemoryRegion, RegisterBuffer};
+use crate::mr::{AccessFlags, DmaBufRange, MemoryRegion, RegisterBuffer};
 use crate::qp::{QpCapabilities, QueuePair};
 
 pub(crate) struct PdInner {
@@ -98,7 +98,7 @@ impl ProtectionDomain {
         len: usize,
         iova: u64,
         access: AccessFlags,
-    ) -> Result<MemoryRegion<DmaBuf>> {
+    ) -> Result<MemoryRegion<DmaBufRange>> {
         // SAFETY: forwarded contract.
         unsafe { MemoryRegion::register_dmabuf(self, fd, offset, len, iova, access) }
     }

@@ -66,6 +66,30 @@ pub(crate) fn netdev_by_mac(mac: &[u8]) -> Option<String> {
     })
 }
 
+/// The network interface of port `port` as sysfs names it: the PCI function's
+/// `device/net/*` entry whose `dev_port` is `port - 1` (or its only entry), else
+/// the `parent` attribute (rxe). `None` when neither tells (iWARP devices such as
+/// siw and eRDMA, whose netdev only the GID table gives).
+pub(crate) fn port_netdev(dev: &Path, port: u8) -> Option<String> {
+    if let Ok(rd) = std::fs::read_dir(dev.join("device/net")) {
+        let mut names: Vec<_> = rd.flatten().collect();
+        names.sort_by_key(|e| e.file_name());
+        let want = u32::from(port.saturating_sub(1));
+        let by_port = names.iter().find(|e| {
+            read_attr(&e.path().join("dev_port")).and_then(|v| v.trim().parse::<u32>().ok())
+                == Some(want)
+        });
+        if let Some(e) = by_port.or(if names.len() == 1 {
+            names.first()
+        } else {
+            None
+        }) {
+            return Some(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    read_attr(&dev.join("parent"))
+}
+
 /// The counters in `ports/P/hw_counters` and `ports/P/counters`, sorted by
 /// name (a name in both keeps the hw_counters value).
 pub(crate) fn port_counters(dev: &Path, port: u8) -> Vec<(String, u64)> {
@@ -116,6 +140,31 @@ mod tests {
         );
         assert!(port_counters(&dir, 2).is_empty());
         assert_eq!(read_attr(&hw.join("tx_bytes_cnt")).as_deref(), Some("1234"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn port_netdev_from_pci_net_dir_or_parent() {
+        let dir = std::env::temp_dir().join(format!("erdma-netdev-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // A two-port PCI NIC: dev_port picks the interface.
+        for (name, port) in [("ens1f0", "0"), ("ens1f1", "1")] {
+            let n = dir.join("pci/device/net").join(name);
+            std::fs::create_dir_all(&n).unwrap();
+            std::fs::write(n.join("dev_port"), format!("{port}\n")).unwrap();
+        }
+        assert_eq!(port_netdev(&dir.join("pci"), 1).as_deref(), Some("ens1f0"));
+        assert_eq!(port_netdev(&dir.join("pci"), 2).as_deref(), Some("ens1f1"));
+        // One interface without dev_port: that one.
+        std::fs::create_dir_all(dir.join("one/device/net/eth0")).unwrap();
+        assert_eq!(port_netdev(&dir.join("one"), 1).as_deref(), Some("eth0"));
+        // rxe: the parent attribute.
+        std::fs::create_dir_all(dir.join("rxe")).unwrap();
+        std::fs::write(dir.join("rxe/parent"), "veth0\n").unwrap();
+        assert_eq!(port_netdev(&dir.join("rxe"), 1).as_deref(), Some("veth0"));
+        // siw: nothing in sysfs.
+        std::fs::create_dir_all(dir.join("siw")).unwrap();
+        assert_eq!(port_netdev(&dir.join("siw"), 1), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use erdma::cuda::{
     CaptureMode, CudaError, Device, DeviceBuffer, Event, Stream, copy_dtoh_raw, copy_htod_raw,
-    device_count, driver_version, memset_raw,
+    device_count, device_properties, driver_version, memset_raw,
 };
 
 fn gpu0() -> Device {
@@ -32,6 +32,10 @@ fn device_facts() {
     assert_eq!(gpu.total_memory().unwrap(), mem.total);
     let cc = gpu.compute_capability();
     assert!(cc >= (7, 0), "{cc:?}");
+    // The context-free query tells the same.
+    let p = device_properties(0).unwrap();
+    assert_eq!((p.ordinal, &p.name, p.pci_bus_id), (0, &name, pci));
+    assert_eq!((p.compute_capability, p.total_memory), (cc, mem.total));
     println!(
         "GPUs {n}, driver CUDA {v}, GPU 0 {name} [{pci}] cc {}.{} memory {} MiB total {} MiB free",
         cc.0,

@@ -4,7 +4,9 @@
 
 #![cfg(feature = "cuda")]
 
-use erdma::cuda::{CudaError, Device, Stream, device_count, driver_version, is_available};
+use erdma::cuda::{
+    CudaError, Device, Stream, device_count, device_properties, driver_version, is_available,
+};
 
 /// Whether the driver library can be loaded at all, decided independently of erdma.
 fn driver_library_loadable() -> bool {
@@ -23,6 +25,11 @@ fn missing_driver_is_a_typed_one_line_error() {
             Err(CudaError::Driver { call, .. }) => assert!(call.starts_with("cu")),
             other => panic!("expected an error for GPU 1000000, got {other:?}"),
         }
+        match device_properties(1_000_000) {
+            Err(CudaError::NoSuchDevice { ordinal, .. }) => assert_eq!(ordinal, 1_000_000),
+            Err(CudaError::Driver { call, .. }) => assert!(call.starts_with("cu")),
+            other => panic!("expected an error for GPU 1000000, got {other:?}"),
+        }
         return;
     }
     assert!(!is_available());
@@ -37,6 +44,7 @@ fn missing_driver_is_a_typed_one_line_error() {
     assert_eq!(device_count().unwrap_err(), CudaError::DriverNotFound);
     assert_eq!(driver_version().unwrap_err(), CudaError::DriverNotFound);
     assert_eq!(Device::new(7).unwrap_err(), CudaError::DriverNotFound);
+    assert_eq!(device_properties(0).unwrap_err(), CudaError::DriverNotFound);
 }
 
 #[test]

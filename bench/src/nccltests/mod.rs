@@ -34,6 +34,7 @@ pub mod memuse;
 pub mod options;
 pub mod output;
 pub mod run;
+pub mod spawn;
 pub mod sync;
 pub mod threads;
 pub mod timer;

@@ -10,6 +10,7 @@ use super::job;
 use super::memuse::{self, MemUse};
 use super::options::Options;
 use super::output::Output;
+use super::spawn::{Gate, spawn_started};
 
 /// What the threads leave behind.
 pub struct Finished {
@@ -160,20 +161,27 @@ pub fn run_threads(
         }
         res
     };
+    // Threads wait at the gate until all have started, so that none
+    // allocates while the next is being checked for room (spawn.rs).
+    let gate = Gate::default();
     let results: Vec<TestResult<ThreadEnd>> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         let mut spawn_error = None;
         for (t, r) in taken.iter_mut().enumerate().skip(1) {
             let r = r.take();
             let slots = &slots[t];
-            let spawned = std::thread::Builder::new()
-                .name(format!("bench-{t}"))
-                .spawn_scoped(s, move || body(t, slots, r, None));
+            let gate = &gate;
+            let spawned = spawn_started(s, format!("bench-{t}"), move || {
+                if !gate.wait() {
+                    return Err(TestError::Cancelled);
+                }
+                body(t, slots, r, None)
+            });
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     spawn_error = Some(TestError::Internal(format!(
-                        "cannot start benchmark thread {t} of {} (-t): {e}: lower -t, or raise the limit on threads (ulimit -u, /proc/sys/kernel/threads-max)",
+                        "cannot start benchmark thread {t} of {} (-t): {e}: lower -t, or raise the limits on threads (ulimit -u, /proc/sys/kernel/threads-max) and address space (ulimit -v)",
                         c.opts.nthreads
                     )));
                     c.sync.poison();
@@ -182,6 +190,7 @@ pub fn run_threads(
                 }
             }
         }
+        gate.open(spawn_error.is_none());
         let mut res = Vec::new();
         if let Some(e) = spawn_error {
             res.push(Err(e));

@@ -84,7 +84,8 @@ impl Workers {
         };
         std::thread::scope(|s| {
             for _ in 0..helpers {
-                if std::thread::Builder::new().spawn_scoped(s, work).is_err() {
+                let room = super::spawn::room_for_thread().is_ok();
+                if !room || std::thread::Builder::new().spawn_scoped(s, work).is_err() {
                     break;
                 }
             }
@@ -119,6 +120,9 @@ impl Workers {
         std::thread::scope(|s| {
             let mut handles = Vec::new();
             for _ in 0..helpers {
+                if super::spawn::room_for_thread().is_err() {
+                    break;
+                }
                 match std::thread::Builder::new().spawn_scoped(s, work) {
                     Ok(h) => handles.push(h),
                     Err(_) => break,

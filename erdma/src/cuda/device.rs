@@ -225,6 +225,67 @@ impl Device {
     }
 }
 
+/// What a GPU is, read without creating a context (what `cudaGetDeviceProperties` tells,
+/// the part tools print): cheap enough to list every GPU of a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// The ordinal (as numbered after `CUDA_VISIBLE_DEVICES`).
+    pub ordinal: usize,
+    /// The marketing name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// PCI domain, bus and device numbers.
+    pub pci_bus_id: PciBusId,
+    /// Compute capability (major, minor).
+    pub compute_capability: (u32, u32),
+    /// Memory of the GPU in bytes.
+    pub total_memory: usize,
+}
+
+/// The properties of GPU `ordinal`, without retaining its primary context (no GPU memory
+/// or time is spent, unlike [`Device::new`]). Fails with [`CudaError::DriverNotFound`]
+/// where no driver is installed and [`CudaError::NoSuchDevice`] past the visible GPUs.
+pub fn device_properties(ordinal: usize) -> Result<DeviceProperties> {
+    let d = driver()?;
+    let count = device_count()?;
+    if ordinal >= count {
+        return Err(CudaError::NoSuchDevice { ordinal, count });
+    }
+    let mut dev: CUdevice = 0;
+    // SAFETY: ordinal < count fits c_int; the driver writes one CUdevice.
+    check("cuDeviceGet", unsafe {
+        (d.cuDeviceGet)(&mut dev, ordinal as c_int)
+    })?;
+    let mut buf = [0 as c_char; 256];
+    // SAFETY: the driver writes at most len bytes including the terminating NUL.
+    check("cuDeviceGetName", unsafe {
+        (d.cuDeviceGetName)(buf.as_mut_ptr(), buf.len() as c_int, dev)
+    })?;
+    let name: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    let mut total_memory = 0usize;
+    // SAFETY: writes one size_t; needs no context.
+    check("cuDeviceTotalMem_v2", unsafe {
+        (d.cuDeviceTotalMem_v2)(&mut total_memory, dev)
+    })?;
+    Ok(DeviceProperties {
+        ordinal,
+        name: String::from_utf8_lossy(&name).into_owned(),
+        pci_bus_id: PciBusId {
+            domain: attribute(dev, ATTR_PCI_DOMAIN_ID)? as u32,
+            bus: attribute(dev, ATTR_PCI_BUS_ID)? as u32,
+            device: attribute(dev, ATTR_PCI_DEVICE_ID)? as u32,
+        },
+        compute_capability: (
+            attribute(dev, ATTR_CC_MAJOR)? as u32,
+            attribute(dev, ATTR_CC_MINOR)? as u32,
+        ),
+        total_memory,
+    })
+}
+
 fn attribute(dev: CUdevice, attribute_id: c_int) -> Result<i32> {
     let d = driver()?;
     let mut v: c_int = 0;

@@ -29,7 +29,7 @@ mod module;
 pub mod nvrtc;
 mod stream;
 
-pub use device::{Device, MemoryInfo, PciBusId};
+pub use device::{Device, DeviceProperties, MemoryInfo, PciBusId, device_properties};
 pub use driver::{device_count, driver_version, is_available};
 pub use error::{CuResultCode, CudaError, Result};
 pub use graph::{Graph, GraphExec};
