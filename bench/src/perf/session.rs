@@ -18,14 +18,13 @@ use super::output::{self, Output, RESULT_LINE, Row, TestInfo};
 use super::rdma::{self, Plan, Resources};
 use super::report::{BwMeasure, BwReport, LatMeasure, bw_report, lat_report};
 use super::wire::keys::{DEST_STRUCT_SIZE, Dest, KEY_MSG_SIZE, KEY_MSG_SIZE_GID};
-use super::wire::{self, Comm, PeerVersion, Role, RunKey, WireReport};
+use super::wire::{self, Comm, Role, RunKey, WireReport};
 
 /// One test run with one peer.
 pub struct Session<'a> {
     o: &'a Options,
     role: Role,
     comm: Box<dyn Comm>,
-    peer: PeerVersion,
     res: Resources,
     my: Vec<Dest>,
     rem: Vec<Dest>,
@@ -135,7 +134,6 @@ impl<'a> Session<'a> {
             o,
             role,
             comm: s_comm,
-            peer,
             res,
             my,
             rem: vec![Dest::default(); n],
@@ -291,23 +289,28 @@ impl<'a> Session<'a> {
         self.out.line(RESULT_LINE);
     }
 
-    /// perftest's `ctx_close_connection`: a handshake, then `"done"`.
+    /// perftest's `ctx_close_connection`: a handshake, then (over TCP)
+    /// `"done"`, read back so that neither side's close resets the
+    /// connection.
     pub fn close(&mut self) -> PerfResult<()> {
         self.hs_after_run()?;
-        self.finish_quietly()
+        self.done()
     }
 
-    /// Ends the exchange: `"done"` over TCP (read back so neither side's
-    /// close resets the connection), nothing over RDMA CM.
-    pub fn finish_quietly(&mut self) -> PerfResult<()> {
-        if self.o.case.name == "write_lat" || self.struct_records() {
-            self.summary_verify();
-            return Ok(());
+    /// The second half of [`Session::close`], after its handshake.
+    fn done(&mut self) -> PerfResult<()> {
+        if !self.struct_records() {
+            self.comm.send(b"done\0", "the closing \"done\"")?;
+            self.comm.set_timeout(Some(Duration::from_secs(2)));
+            let mut b = [0u8; 5];
+            let _ = self.comm.recv(&mut b, "the closing \"done\"");
         }
-        self.comm.send(b"done\0", "the closing \"done\"")?;
-        self.comm.set_timeout(Some(Duration::from_secs(2)));
-        let mut b = [0u8; 5];
-        let _ = self.comm.recv(&mut b, "the closing \"done\"");
+        self.summary_verify();
+        Ok(())
+    }
+
+    /// The end of a test without perftest's closing steps (write_lat).
+    pub fn finish(&mut self) -> PerfResult<()> {
         self.summary_verify();
         Ok(())
     }
@@ -623,7 +626,7 @@ impl<'a> Session<'a> {
                 }
                 self.checked += 8;
             }
-            self.finish_quietly()?;
+            self.done()?;
             self.end_line();
             return Ok(());
         }
@@ -651,11 +654,6 @@ impl<'a> Session<'a> {
         self.close()?;
         self.end_line();
         Ok(())
-    }
-
-    /// The peer's version record.
-    pub fn peer(&self) -> &PeerVersion {
-        &self.peer
     }
 }
 

@@ -26,5 +26,5 @@ fn run(s: &mut Session) -> PerfResult<()> {
     }
     s.end_line();
     // perftest's write_lat ends without the closing handshake.
-    s.finish_quietly()
+    s.finish()
 }
