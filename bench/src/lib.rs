@@ -1,6 +1,6 @@
 //! Tools built on `erdma`: device inspection, the bring-up checklist (`erdma-doctor`),
-//! port counters (`erdma-stat`), NCCL collective benchmarks and the comparison of
-//! their results.
+//! port counters (`erdma-stat`), NCCL collective benchmarks, perftest's RDMA tests
+//! (`erdma-perf`) and the comparison of their results.
 #![warn(missing_docs)]
 
 pub mod compare;
@@ -9,4 +9,6 @@ pub mod devinfo;
 pub mod doctor;
 pub mod meta;
 pub mod nccltests;
+/// `erdma-perf`: perftest's bandwidth and latency tests on erdma.
+pub mod perf;
 pub mod stat;

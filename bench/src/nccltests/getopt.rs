@@ -47,6 +47,8 @@ pub struct Getopt<'a> {
     /// Position inside a cluster of short options (`-hb8`).
     nextchar: usize,
     posixly_correct: bool,
+    /// Non-option arguments skipped so far (GNU permutes them to the end).
+    operands: Vec<String>,
 }
 
 impl<'a> Getopt<'a> {
@@ -61,6 +63,7 @@ impl<'a> Getopt<'a> {
             optind: 1,
             nextchar: 0,
             posixly_correct,
+            operands: Vec::new(),
         }
     }
 
@@ -84,6 +87,7 @@ impl<'a> Getopt<'a> {
                 if self.posixly_correct {
                     return None;
                 }
+                self.operands.push(arg.clone());
                 self.optind += 1;
                 continue;
             }
@@ -94,6 +98,20 @@ impl<'a> Getopt<'a> {
             self.nextchar = 1;
             return Some(self.short_option());
         }
+    }
+
+    /// The non-option arguments in order: those skipped while parsing, then
+    /// everything after `--` (or, with POSIXLY_CORRECT, from the first
+    /// operand on). Complete once [`Getopt::next_event`] returned `None`.
+    pub fn operands(&self) -> Vec<String> {
+        let mut v = self.operands.clone();
+        let rest = self.args.get(self.optind..).unwrap_or(&[]);
+        let rest = match rest.first() {
+            Some(a) if a == "--" => &rest[1..],
+            _ => rest,
+        };
+        v.extend(rest.iter().cloned());
+        v
     }
 
     fn short_option(&mut self) -> Event {
@@ -268,6 +286,17 @@ mod tests {
             run(&["p", "x", "-b", "1", "-", "--", "-e", "2"]),
             vec![opt('b', "1")]
         );
+    }
+
+    #[test]
+    fn operands_are_kept_in_order() {
+        let v: Vec<String> = ["p", "x", "-b", "1", "y", "--", "-e", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut g = Getopt::new(&v, "b:e:t:g:h", LONG);
+        while g.next_event().is_some() {}
+        assert_eq!(g.operands(), vec!["x", "y", "-e", "2"]);
     }
 
     #[test]
