@@ -9,6 +9,5 @@ pub mod devinfo;
 pub mod doctor;
 pub mod meta;
 pub mod nccltests;
-/// `erdma-perf`: perftest's bandwidth and latency tests on erdma.
 pub mod perf;
 pub mod stat;

@@ -132,6 +132,10 @@ pub enum Format {
     NcclTextOld,
     /// perftest's (and erdma-perf's) tables.
     Perftest,
+    /// erdma-perf's `--json` documents.
+    PerfJson,
+    /// erdma-perf's `--csv` file.
+    PerfCsv,
 }
 
 impl Format {
@@ -144,6 +148,8 @@ impl Format {
             Format::NcclText => "nccl-tests log",
             Format::NcclTextOld => "nccl-tests log (before 2.13)",
             Format::Perftest => "perftest log",
+            Format::PerfJson => "erdma-perf JSON",
+            Format::PerfCsv => "erdma-perf CSV",
         }
     }
 }

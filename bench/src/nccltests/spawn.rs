@@ -4,7 +4,7 @@
 //! error, but the new thread then maps its signal stack itself, and when
 //! that mapping fails (the address space is full: `ulimit -v`, many
 //! threads) the runtime aborts the process. So a thread is started only
-//! when the address space has room for its stack plus [`HEADROOM`], one at
+//! when the address space has room for its stack plus `HEADROOM`, one at
 //! a time: the caller waits until the thread runs (its signal stack is in
 //! place) before checking room for the next, and threads started for a job
 //! wait at a [`Gate`] (allocating nothing) until every one has started.
@@ -20,7 +20,7 @@ const HEADROOM: usize = 16 << 20;
 /// std's default stack for spawned threads (`RUST_MIN_STACK` overrides it).
 const DEFAULT_STACK: usize = 2 << 20;
 
-/// Fails with `ENOMEM` unless a thread's stack and [`HEADROOM`] fit in the
+/// Fails with `ENOMEM` unless a thread's stack and `HEADROOM` fit in the
 /// address space now.
 pub fn room_for_thread() -> io::Result<()> {
     let stack = std::env::var("RUST_MIN_STACK")

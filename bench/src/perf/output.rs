@@ -464,6 +464,7 @@ pub fn json_document(o: &Options, out: &Output, error: Option<&PerfError>) -> Va
     );
     doc.insert("server".into(), json!(o.server));
     if let Some(info) = &out.info {
+        doc.insert("title".into(), json!(info.title));
         doc.insert("device".into(), json!(info.device));
         doc.insert("transport".into(), json!(info.transport));
         doc.insert("link_layer".into(), json!(info.link));

@@ -116,9 +116,27 @@ perf_options() {
     || { echo "FAIL --json: $(head -c 300 "$j")"; fail=1; }
   jq -e '.test_info.test == "RDMA_Write_Latency_Test" and .results.t_typical > 0' "$PERF_LOGS/pt.json" >/dev/null \
     || { echo "FAIL --out_json: $(head -c 300 "$PERF_LOGS/pt.json")"; fail=1; }
+  # erdma-compare reads erdma-perf's JSON and CSV, aligned with perftest's logs
+  # (ib_write_lat's and ib_write_bw's runs of the interoperation steps above).
+  perf_compare "$j" "$PERF_LOGS/pt-client-rxe-write_lat.client" "erdma-perf JSON" "RDMA_Write Latency" 2 time_us || fail=1
+  perf_compare "$PERF_LOGS/all.csv" "$PERF_LOGS/pt-client-rxe-write_bw.client" "erdma-perf CSV" "RDMA_Write BW" 65536 busbw_gbps || fail=1
   return $fail
 }
-export -f perf_pair perf_pair_once perf_suite perf_options
+
+# perf_compare OURS PERFTEST-LOG FORMAT TEST SIZE FIELD: erdma-compare --json
+# aligns the two at TEST/SIZE, both with FIELD > 0.
+perf_compare() {
+  local out=$PERF_LOGS/compare-${3##* }.json
+  [[ -s $2 ]] || { echo "FAIL compare: no perftest log $2 (its step failed?)"; return 1; }
+  "$BENCH/erdma-compare" "$1" "$2" --json >"$out" 2>&1 || { echo "FAIL erdma-compare $1 $2:"; head -5 "$out"; return 1; }
+  jq -e --arg f "$3" --arg t "$4" --argjson s "$5" --arg v "$6" '
+    .runs[0].format == $f and .runs[1].format == "perftest log"
+    and ([.rows[] | select(.collective == $t and .size_bytes == $s)
+          | .runs | length == 2 and all(.[]; . != null and .[$v] > 0)] == [true])' "$out" >/dev/null \
+    || { echo "FAIL compare $3 vs perftest at $4 $5:"; head -c 600 "$out"; echo; return 1; }
+  echo "ok   erdma-compare: $3 and perftest's log aligned at $4 $5"
+}
+export -f perf_pair perf_pair_once perf_suite perf_options perf_compare
 
 step "erdma-perf rxe: 8 tests, --verify" 400 perf_suite ours rxe
 step "erdma-perf rxe: perftest server, erdma-perf client" 400 perf_suite pt-server rxe

@@ -6,6 +6,7 @@ pub mod lines;
 pub mod nccl_json;
 pub mod nccl_text;
 pub mod ours_csv;
+pub mod perf;
 pub mod perftest;
 
 use super::model::{Format, Run};
@@ -68,12 +69,18 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ParseError> {
             msg: "empty file: the run printed nothing (was it started?)".into(),
         });
     }
+    if perf::is_json(trimmed) {
+        return Ok(Format::PerfJson);
+    }
     if trimmed.starts_with('{') {
         return Ok(Format::NcclJson);
     }
     let first = trimmed.lines().next().unwrap_or("");
     if ours_csv::is_header(first) {
         return Ok(Format::OursCsv);
+    }
+    if perf::is_csv_header(first) {
+        return Ok(Format::PerfCsv);
     }
     let mut nccl = None;
     for raw in text.lines() {
@@ -92,7 +99,7 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ParseError> {
     let line = 1 + text.lines().take_while(|l| l.trim().is_empty()).count();
     Err(ParseError::at(
         line,
-        "not a result file: no nccl-tests table header (`#  size  count  type ...`), perftest table (`#bytes ...`), JSON object or erdma-bench CSV header found",
+        "not a result file: no nccl-tests table header (`#  size  count  type ...`), perftest table (`#bytes ...`), JSON object or erdma-bench/erdma-perf CSV header found",
     ))
 }
 
@@ -105,6 +112,8 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Vec<Run>, ParseError> {
         Format::OursCsv => vec![ours_csv::parse(path, &text)?],
         Format::NcclText | Format::NcclTextOld => nccl_text::parse(path, &text)?,
         Format::Perftest => perftest::parse(path, &text)?,
+        Format::PerfJson => perf::parse_json(path, &text)?,
+        Format::PerfCsv => perf::parse_csv(path, &text)?,
     };
     let mut runs: Vec<Run> = runs.into_iter().filter(|r| !r.rows.is_empty()).collect();
     if runs.is_empty() {

@@ -27,12 +27,6 @@ pub fn parse(path: &str, text: &str) -> Result<Run, ParseError> {
     let Some(obj) = v.as_object() else {
         return Err(ParseError::at(1, "JSON is not an object"));
     };
-    if obj.get("tool").and_then(Value::as_str) == Some("erdma-perf") {
-        return Err(ParseError::at(
-            1,
-            "erdma-perf's JSON is not read yet: compare its text output (the perftest tables) instead",
-        ));
-    }
     let Some(results) = obj.get("results").and_then(Value::as_array) else {
         return Err(ParseError::at(
             1,
