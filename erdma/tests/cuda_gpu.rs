@@ -230,7 +230,16 @@ fn dmabuf_export() {
     let supported = gpu.attribute(124).unwrap_or(0);
     let big = DeviceBuffer::<u8>::alloc(&gpu, 8 << 20).unwrap();
     let small = DeviceBuffer::<u8>::alloc(&gpu, 1000).unwrap();
-    for (name, buf) in [("8 MiB", &big), ("1000 B", &small)] {
+    let mid = DeviceBuffer::<u8>::alloc(&gpu, 3 << 16).unwrap();
+    // What the refusal's message advises (after small allocations).
+    let two = DeviceBuffer::<u8>::alloc(&gpu, 2 << 20).unwrap();
+    let bufs = [
+        ("8 MiB", &big),
+        ("1000 B", &small),
+        ("192 KiB", &mid),
+        ("2 MiB", &two),
+    ];
+    for (name, buf) in bufs {
         match buf.export_dmabuf() {
             Ok((fd, offset)) => {
                 assert!(fd.as_raw_fd() >= 0);
@@ -245,6 +254,15 @@ fn dmabuf_export() {
                     "dma-buf export of {name}: fd {}, size {size}, offset {offset}",
                     fd.as_raw_fd()
                 );
+            }
+            // Allocations under 2 MiB may sit inside a page (the driver packs
+            // them: H200, driver 580): then the export is refused before the
+            // driver call, which would answer CUDA_ERROR_INVALID_VALUE.
+            Err(e)
+                if buf.byte_len() < 2 << 20
+                    && e.to_string().contains("-byte host pages of one allocation") =>
+            {
+                println!("dma-buf export of {name}: refused: {e}");
             }
             Err(e) => {
                 assert_eq!(

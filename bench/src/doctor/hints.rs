@@ -64,9 +64,20 @@ pub fn no_devices_fix(h: &dyn Host) -> String {
                 rdma link add (Soft-RoCE); a container shares the host's kernel"
             .to_owned();
     }
+    // A container sees the host's devices in /sys/class/infiniband even
+    // without the flags that let it open them: none there means none on the
+    // host, which no container flag fixes.
+    let host_has_none = host::list(h, "/sys/class/infiniband").is_empty();
+    let docker = if host_has_none {
+        "the host has no RDMA device either (/sys/class/infiniband is empty): on the host, give \
+         the instance an eRDMA-enabled network interface and load its driver (modprobe erdma), \
+         then start the container with --privileged --network=host"
+    } else {
+        "start the container with --privileged (or --device=/dev/infiniband) --network=host"
+    };
     fix(
         h,
-        "start the container with --privileged (or --device=/dev/infiniband) --network=host",
+        docker,
         "load the NIC's RDMA driver: modprobe erdma (eRDMA), or rdma_rxe + rdma link add (Soft-RoCE)",
     )
 }

@@ -230,8 +230,10 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// Exports the pages holding this buffer as a dma-buf
     /// (`cuMemGetHandleForAddressRange`), for NICs that register device memory that way
     /// (`ibv_reg_dmabuf_mr`); returns the file descriptor and the buffer's offset in it. The
-    /// dma-buf covers whole host pages of the allocation around the buffer. Fails with the
-    /// driver's error on GPUs or drivers without dma-buf support
+    /// dma-buf covers whole host pages of the allocation around the buffer, so a buffer whose
+    /// allocation does not cover them (the driver packs allocations under 2 MiB together, so
+    /// theirs often do not) is refused with an invalid-usage error; multiples of 2 MiB export. Fails with the driver's error on GPUs or drivers without
+    /// dma-buf support
     /// (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`).
     pub fn export_dmabuf(&self) -> Result<(std::os::fd::OwnedFd, u64)> {
         use std::os::fd::FromRawFd;
@@ -247,11 +249,20 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         check("cuMemGetAddressRange_v2", unsafe {
             (d.cuMemGetAddressRange_v2)(&mut base, &mut size, self.ptr.0)
         })?;
-        // The range must be whole host pages, inside the allocation.
+        // The range must be whole host pages, inside the allocation (the driver
+        // answers CUDA_ERROR_INVALID_VALUE otherwise): a small allocation
+        // that the driver placed inside a page cannot be exported.
         let page = page_size() as u64;
         let start = self.ptr.0 / page * page;
         let end = (self.ptr.0 + bytes as u64).div_ceil(page) * page;
-        let end = end.min(base + size as u64);
+        if start < base || end > base + size as u64 {
+            return Err(CudaError::invalid(format!(
+                "dma-buf export needs whole {page}-byte host pages of one allocation, and this \
+                 {bytes}-byte buffer's allocation ({size} bytes at {base:#x}) does not cover them \
+                 (the driver packs allocations under 2 MiB together): allocate buffers to export \
+                 in multiples of 2 MiB"
+            )));
+        }
         let mut fd: std::ffi::c_int = -1;
         // SAFETY: the context is current; the range lies in this live allocation; the driver
         // writes one int (CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD = 1).

@@ -155,6 +155,27 @@ mod tests {
     }
 
     #[test]
+    fn a_container_without_devices_is_told_whether_the_host_has_any() {
+        let mut h = FakeHost::bare();
+        h.file("/.dockerenv", "");
+        h.dir("/sys/class/infiniband_verbs");
+        h.set_devices(Vec::new());
+        // The H200 container: no device on the host either.
+        let fix = h.run(CHECK).fix.unwrap();
+        assert!(
+            fix.starts_with("the host has no RDMA device either"),
+            "{fix}"
+        );
+        // Devices on the host that the container cannot open: its flags.
+        h.dir("/sys/class/infiniband/erdma_0");
+        let fix = h.run(CHECK).fix.unwrap();
+        assert!(
+            fix.starts_with("start the container with --privileged"),
+            "{fix}"
+        );
+    }
+
+    #[test]
     fn erdma_nic_without_driver_fails() {
         let h = FakeHost::bare();
         h.pci("0000:00:06.0", "/sys/devices/pci0000:00/0000:00:06.0", 0);
