@@ -27,8 +27,9 @@ pub fn bin(name: &str) -> PathBuf {
     PathBuf::from(exe).with_file_name(name)
 }
 
-/// Runs a binary with arguments and extra environment.
-pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+/// The command for a benchmark binary with arguments, extra environment,
+/// and the launcher variables of the test's own environment removed.
+pub fn command(name: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut c = Command::new(bin(name));
     c.args(args).env_remove("ERDMA_BENCH_HOOK");
     for k in [
@@ -46,7 +47,12 @@ pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().expect("run binary")
+    c
+}
+
+/// Runs a binary with arguments and extra environment.
+pub fn run(name: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    command(name, args, env).output().expect("run binary")
 }
 
 /// stdout as text.
@@ -319,24 +325,7 @@ impl Proc {
     /// A benchmark binary with arguments, extra environment, and the
     /// launcher variables of the test's own environment removed.
     pub fn bench(name: &str, args: &[&str], env: &[(&str, &str)]) -> Proc {
-        let mut c = Command::new(bin(name));
-        c.args(args).env_remove("ERDMA_BENCH_HOOK");
-        for k in [
-            "RANK",
-            "WORLD_SIZE",
-            "OMPI_COMM_WORLD_SIZE",
-            "OMPI_COMM_WORLD_RANK",
-            "SLURM_PROCID",
-            "PMI_RANK",
-            "PMIX_RANK",
-            "NCCL_TESTS_MIN_BW",
-        ] {
-            c.env_remove(k);
-        }
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        Proc::spawn(c)
+        Proc::spawn(command(name, args, env))
     }
 
     /// Rank `rank` of `n` launched over TCP at 127.0.0.1:`port`.
