@@ -76,6 +76,58 @@ impl Clock {
     }
 }
 
+/// Where a latency loop's timing goes: a timestamp before each post
+/// (iterations), or the `-D` clock.
+struct Stamps {
+    clock: Option<Clock>,
+    posted: Vec<u64>,
+}
+
+impl Stamps {
+    fn new(o: &super::options::Options) -> Stamps {
+        let clock = Clock::new(o);
+        let n = if clock.is_none() { o.iters as usize } else { 0 };
+        Stamps {
+            clock,
+            posted: Vec::with_capacity(n),
+        }
+    }
+
+    /// Whether the run is counted in iterations (not `-D`).
+    fn timed(&self) -> bool {
+        self.clock.is_none()
+    }
+
+    /// Before a post: takes its timestamp, or counts it for `-D`; true
+    /// when the `-D` run is over.
+    #[inline]
+    fn stamp(&mut self) -> bool {
+        match self.clock.as_mut() {
+            Some(c) => c.step(),
+            None => {
+                self.posted.push(ticks());
+                false
+            }
+        }
+    }
+
+    /// The measurement of `iters` requests of `size` (`rtt` 2 for
+    /// ping-pongs, whose samples are round trips).
+    fn measure(self, size: u64, iters: u64, hz: f64, rtt: u32) -> LatMeasure {
+        match self.clock {
+            Some(c) => c.measure(size, hz, rtt),
+            None => LatMeasure {
+                size,
+                iters,
+                posted: self.posted,
+                hz,
+                rtt_factor: rtt,
+                span: None,
+            },
+        }
+    }
+}
+
 /// Waits for one completion; `what` names it in errors (built only then).
 #[inline]
 fn poll_one(
@@ -121,15 +173,14 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
     let iters = o.iters;
     let inline = inline_ok(o, run.r, size);
     let last = (size - 1) as usize;
-    let mut clock = Clock::new(o);
-    let mut posted = Vec::with_capacity(if clock.is_some() { 0 } else { iters as usize });
+    let mut stamps = Stamps::new(o);
     let calib = Calibration::start();
     let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
     let mut watch = Watch::new(o.timeout);
     let remote = run.remote[0]
         .slice(0..size as usize)
         .map_err(|e| PerfError::rdma("the peer's buffer", e))?;
-    let timed = clock.is_none();
+    let timed = stamps.timed();
     loop {
         if timed && scnt >= iters && ccnt >= iters && rcnt >= iters {
             break;
@@ -153,12 +204,8 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
             }
         }
         if !timed || scnt < iters {
-            if let Some(c) = clock.as_mut() {
-                if c.step() {
-                    break;
-                }
-            } else {
-                posted.push(ticks());
+            if stamps.stamp() {
+                break;
             }
             scnt += 1;
             run.r.lmr.write(last, &[scnt as u8])?;
@@ -182,17 +229,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
     run.r
         .lmr
         .write(last, &[pattern(0, last as u64, Salt::Source)])?;
-    Ok(match clock {
-        Some(c) => c.measure(size, hz, 2),
-        None => LatMeasure {
-            size,
-            iters,
-            posted,
-            hz,
-            rtt_factor: 2,
-            span: None,
-        },
-    })
+    Ok(stamps.measure(size, iters, hz, 2))
 }
 
 /// `send_lat` for messages of `size` (receives posted by the caller).
@@ -202,9 +239,8 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
     let iters = o.iters;
     let inline = inline_ok(o, run.r, size);
     let cq_mod = u64::from(o.cq_mod.max(1));
-    let mut clock = Clock::new(o);
-    let timed = clock.is_none();
-    let mut posted = Vec::with_capacity(if timed { iters as usize } else { 0 });
+    let mut stamps = Stamps::new(o);
+    let timed = stamps.timed();
     let calib = Calibration::start();
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     loop {
@@ -230,12 +266,8 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
             }
         }
         if !timed || scnt < iters {
-            if let Some(c) = clock.as_mut() {
-                if c.step() {
-                    break;
-                }
-            } else {
-                posted.push(ticks());
+            if stamps.stamp() {
+                break;
             }
             scnt += 1;
             let signaled = scnt % cq_mod == 0 || (timed && scnt == iters);
@@ -255,17 +287,7 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
         }
     }
     let hz = calib.ticks_per_sec();
-    Ok(match clock {
-        Some(c) => c.measure(size, hz, 2),
-        None => LatMeasure {
-            size,
-            iters,
-            posted,
-            hz,
-            rtt_factor: 2,
-            span: None,
-        },
-    })
+    Ok(stamps.measure(size, iters, hz, 2))
 }
 
 fn repost(run: &mut Run<'_>, size: u64) -> PerfResult<()> {
@@ -291,9 +313,8 @@ pub fn one_sided_lat(run: &mut Run<'_>) -> PerfResult<LatMeasure> {
     let iters = o.iters;
     let verb = o.case.verb;
     let msg = if verb == Verb::Atomic { 8 } else { size };
-    let mut clock = Clock::new(o);
-    let timed = clock.is_none();
-    let mut posted = Vec::with_capacity(if timed { iters as usize } else { 0 });
+    let mut stamps = Stamps::new(o);
+    let timed = stamps.timed();
     let remote = run.remote[0]
         .slice(0..msg as usize)
         .map_err(|e| PerfError::rdma("the peer's buffer", e))?;
@@ -303,12 +324,8 @@ pub fn one_sided_lat(run: &mut Run<'_>) -> PerfResult<LatMeasure> {
         if timed && scnt >= iters {
             break;
         }
-        if let Some(c) = clock.as_mut() {
-            if c.step() {
-                break;
-            }
-        } else {
-            posted.push(ticks());
+        if stamps.stamp() {
+            break;
         }
         scnt += 1;
         let local = run.r.lmr.slice(0, msg)?;
@@ -349,15 +366,5 @@ pub fn one_sided_lat(run: &mut Run<'_>) -> PerfResult<LatMeasure> {
         }
     }
     let hz = calib.ticks_per_sec();
-    Ok(match clock {
-        Some(c) => c.measure(size, hz, 1),
-        None => LatMeasure {
-            size,
-            iters,
-            posted,
-            hz,
-            rtt_factor: 1,
-            span: None,
-        },
-    })
+    Ok(stamps.measure(size, iters, hz, 1))
 }
