@@ -10,7 +10,7 @@
 //! wait at a [`Gate`] (allocating nothing) until every one has started.
 
 use std::io;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, OnceLock};
 use std::thread::{Builder, Scope, ScopedJoinHandle};
 
 /// Address space left free after a new thread's stack: its signal stack,
@@ -23,10 +23,14 @@ const DEFAULT_STACK: usize = 2 << 20;
 /// Fails with `ENOMEM` unless a thread's stack and `HEADROOM` fit in the
 /// address space now.
 pub fn room_for_thread() -> io::Result<()> {
-    let stack = std::env::var("RUST_MIN_STACK")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .unwrap_or(DEFAULT_STACK);
+    // std reads RUST_MIN_STACK once too.
+    static STACK: OnceLock<usize> = OnceLock::new();
+    let stack = *STACK.get_or_init(|| {
+        std::env::var("RUST_MIN_STACK")
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .unwrap_or(DEFAULT_STACK)
+    });
     let len = stack.saturating_add(HEADROOM);
     // SAFETY: an anonymous, inaccessible mapping at an address the kernel
     // chooses; it overlaps nothing that exists and is unmapped at once.
