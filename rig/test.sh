@@ -41,10 +41,16 @@ if [[ $BUILD == 1 ]]; then
   "$CARGO" build "${PROFILE[@]}" -p erdma-bench -p erdma-benches --bins -p erdma-examples --examples || exit 1
 fi
 # The erdma crate's integration tests, and the other crates' tests named rig_*.
-bins=$("$CARGO" test "${PROFILE[@]}" -p erdma -p erdma-bench -p erdma-examples --tests --no-run --message-format=json | python3 -c '
+# Built with --workspace, as `cargo test --workspace` builds them: the same
+# features, so the same artifacts (a -p selection unifies features differently
+# and builds a second copy of every test: gigabytes on CI's disk).
+# Compiler errors go to stderr (json output would swallow them).
+bins=$("$CARGO" test "${PROFILE[@]}" --workspace --tests --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
+    if m.get("reason") == "compiler-message" and m["message"]["level"] .startswith("error"):
+        sys.stderr.write(m["message"].get("rendered") or m["message"]["message"])
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or m["target"]["kind"] != ["test"]:
         continue
     name, pkg = m["target"]["name"], m["package_id"]
@@ -52,14 +58,16 @@ for line in sys.stdin:
         if name != "compile_fail" and not name.startswith(("cuda_", "nccl_")):
             print(m["executable"])
     elif name.startswith("rig_"):
-        print(m["executable"])') || { echo "cargo test --no-run failed"; exit 1; }
+        print(m["executable"])') || { echo "cargo test --no-run failed"; df -h "$ROOT" | tail -1; exit 1; }
 # The criterion benches, run once each in the VM (criterion's --test mode).
 benches=$("$CARGO" test "${PROFILE[@]}" -p erdma-benches --benches --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
+    if m.get("reason") == "compiler-message" and m["message"]["level"].startswith("error"):
+        sys.stderr.write(m["message"].get("rendered") or m["message"]["message"])
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["bench"]:
-        print(m["target"]["name"] + "=" + m["executable"])') || { echo "cargo test --benches --no-run failed"; exit 1; }
+        print(m["target"]["name"] + "=" + m["executable"])') || { echo "cargo test --benches --no-run failed"; df -h "$ROOT" | tail -1; exit 1; }
 export ERDMA_RIG_BENCHES=$(echo $benches)
 TARGET=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 if [[ ${#PROFILE[@]} == 0 ]]; then DIR=$TARGET/debug; else DIR=$TARGET/release; fi

@@ -16,6 +16,10 @@ cd "$(dirname "$0")/.."
 RIG=1
 [[ ${1:-} == --no-rig ]] && RIG=0
 export CARGO_TERM_COLOR=never OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Disk: a fresh CI machine may have only ~10 GB free. No incremental caches
+# (nothing is rebuilt twice here) and line tables only (backtraces keep their
+# lines) take the debug build from ~13 GB to a fraction of that.
+export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
 # Open MPI in containers: no need for an rsh agent, loopback only, allow more ranks than cores.
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 
@@ -36,7 +40,7 @@ if [[ -f $CUDA_HDRS/nvrtc-12.0/.done ]]; then
   export ERDMA_PTX_NVRTC=$CUDA_HDRS/nvrtc-12.0/nvidia/cuda_nvrtc/lib/libnvrtc.so.12
 fi
 
-step() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
+step() { printf '\n=== %s (%s, %s free)\n' "$1" "$(date +%T)" "$(df -h --output=avail . | tail -1 | tr -d ' ')"; }
 T0=$SECONDS
 
 step "cargo fmt --check"

@@ -64,16 +64,17 @@ impl Proc {
     /// A server, once it listens.
     fn server(args: &[&str]) -> Proc {
         let p = Proc::spawn(args);
+        p.wait_for("Waiting for client", "the server did not start");
+        p
+    }
+
+    /// Waits up to 30 s until stdout contains `needle`; fails with `what` otherwise.
+    fn wait_for(&self, needle: &str, what: &str) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !p.stdout.lock().unwrap().contains("Waiting for client") {
-            assert!(
-                Instant::now() < deadline,
-                "the server did not start: {}",
-                p.err()
-            );
+        while !self.out().contains(needle) {
+            assert!(Instant::now() < deadline, "{what}: {}", self.err());
             std::thread::sleep(Duration::from_millis(50));
         }
-        p
     }
 
     fn err(&self) -> String {
@@ -298,15 +299,7 @@ fn killed_mid_run(test: &str, port: u16) {
     let mut srv = Proc::server(&args(&a));
     let mut cli = client(test, port, &["-D", "30"]);
     // Let the test start: the client prints the result header then.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cli.out().contains("#bytes") {
-        assert!(
-            Instant::now() < deadline,
-            "the client did not start: {}",
-            cli.err()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    cli.wait_for("#bytes", "the client did not start");
     std::thread::sleep(Duration::from_secs(2));
     // SIGKILL: no goodbye on the wire.
     cli.child.kill().unwrap();
@@ -347,15 +340,7 @@ fn server_killed_during_the_run() {
     a.extend(["-D".into(), "30".into()]);
     let mut srv = Proc::server(&args(&a));
     let mut cli = client("write_bw", 18619, &["-D", "30"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cli.out().contains("#bytes") {
-        assert!(
-            Instant::now() < deadline,
-            "the client did not start: {}",
-            cli.err()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    cli.wait_for("#bytes", "the client did not start");
     std::thread::sleep(Duration::from_secs(2));
     srv.child.kill().unwrap();
     let st = cli.wait(40);
