@@ -126,6 +126,10 @@ impl Queue {
     /// Forgets the newest `n` requests (they were not posted), releasing
     /// what they held.
     pub(crate) fn unpush(&mut self, n: usize) {
+        // Every successful post calls this with 0: skip truncate's work.
+        if n == 0 {
+            return;
+        }
         let keep = self.entries.len().saturating_sub(n);
         self.entries.truncate(keep);
     }
@@ -137,6 +141,10 @@ impl Queue {
     /// their own completions (polled by another thread) release them. `None`
     /// when no outstanding request matches.
     pub(crate) fn complete(&mut self, seq: u32) -> Option<u64> {
+        // The usual case: the oldest request (nothing before it to release).
+        if self.entries.front().is_some_and(|e| e.seq as u32 == seq) {
+            return self.entries.pop_front().map(|e| e.user);
+        }
         let pos = self.entries.iter().position(|e| e.seq as u32 == seq)?;
         if self.entries.iter().take(pos).all(|e| !e.signaled) {
             self.entries.drain(..pos);
