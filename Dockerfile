@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# erdma-rs tools in a container: erdma-doctor, erdma-stat, erdma-perf, erdma-compare, devinfo and the
+# erdma-rs tools in a container: erdma-doctor, erdma-cluster, erdma-stat, erdma-perf, erdma-compare, devinfo and the
 # nccl-tests work-alikes (all_reduce_perf, ...), with rdma-core and Open MPI.
 #
 #   docker build -t erdma-rs .                                    # Ubuntu 22.04
@@ -30,7 +30,7 @@ WORKDIR /src
 COPY . .
 RUN cargo build --release -p erdma-bench --bins \
     && mkdir -p /out \
-    && for b in erdma-doctor erdma-stat erdma-compare erdma-perf devinfo all_reduce_perf all_gather_perf reduce_scatter_perf \
+    && for b in erdma-doctor erdma-cluster erdma-stat erdma-compare erdma-perf devinfo all_reduce_perf all_gather_perf reduce_scatter_perf \
                 broadcast_perf reduce_perf alltoall_perf gather_perf scatter_perf sendrecv_perf hypercube_perf; do \
          strip -o "/out/$b" "target/release/$b"; \
        done

@@ -1,0 +1,548 @@
+//! `erdma-cluster`: erdma-doctor's checks on every host of a cluster in one
+//! command, launched by mpirun with one rank per host (docs/cluster-check.md).
+//!
+//! Every rank runs the checks in-process and sends its `erdma-doctor --json`
+//! document to rank 0, which groups the problems by check across hosts (one
+//! line names every host with it), compares the hosts with each other
+//! (ranks sharing a host, differing rdma-core/CUDA/NCCL versions, differing
+//! recommended NCCL environments) and prints one report; `--out DIR` keeps
+//! every host's document. This module is the pure part (no MPI): parsing the
+//! gathered documents, the comparisons, the report and the exit status.
+//! Measuring NIC pairs and NCCL across the hosts are the next stages; they
+//! are not built yet.
+
+use std::collections::BTreeMap;
+
+use clap::Parser;
+use serde_json::{Value, json};
+
+use crate::doctor::Status;
+use crate::meta::RunMeta;
+
+/// Exit status: every check passed on every host.
+pub const EXIT_OK: i32 = crate::doctor::EXIT_OK;
+/// At least one warning (a check on a host, or a difference between hosts).
+pub const EXIT_WARN: i32 = crate::doctor::EXIT_WARN;
+/// At least one failure on some host.
+pub const EXIT_FAIL: i32 = crate::doctor::EXIT_FAIL;
+/// Bad arguments.
+pub const EXIT_USAGE: i32 = crate::doctor::EXIT_USAGE;
+/// The report or the files under `--out` could not be written, or a rank's
+/// document could not be read.
+pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
+
+/// Command-line options.
+#[derive(Debug, Parser)]
+#[command(
+    name = "erdma-cluster",
+    version,
+    about = "erdma-doctor on every host of a cluster, under mpirun (one rank per host), \
+             with one report",
+    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR]\n\
+                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure; \
+                  3 bad arguments; 4 a report could not be written or read."
+)]
+pub struct Args {
+    /// Print one JSON document (the hosts, the problems, every host's report).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write every host's erdma-doctor document (doctor-HOST.json) and
+    /// the whole report (cluster.json) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// Skip checks or groups, as erdma-doctor --skip does.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub skip: Vec<String>,
+}
+
+/// One rank's erdma-doctor document.
+#[derive(Debug, Clone)]
+pub struct HostReport {
+    /// The MPI rank that ran it.
+    pub rank: usize,
+    /// The document (`erdma-doctor --json`).
+    pub doc: Value,
+}
+
+impl HostReport {
+    /// The host name the rank reported.
+    pub fn host(&self) -> &str {
+        self.doc["host"].as_str().unwrap_or("?")
+    }
+
+    /// The worst status of the rank's checks.
+    pub fn status(&self) -> Status {
+        status_of(&self.doc["status"])
+    }
+
+    fn checks(&self) -> impl Iterator<Item = &Value> {
+        self.doc["checks"].as_array().into_iter().flatten()
+    }
+}
+
+fn status_of(v: &Value) -> Status {
+    match v.as_str() {
+        Some("ok") => Status::Ok,
+        Some("skip") => Status::Skip,
+        Some("warn") => Status::Warn,
+        _ => Status::Fail,
+    }
+}
+
+/// Reads the documents gathered from the ranks (index = rank).
+pub fn parse_reports(raw: &[Vec<u8>]) -> Result<Vec<HostReport>, String> {
+    raw.iter()
+        .enumerate()
+        .map(|(rank, bytes)| {
+            let doc: Value = serde_json::from_slice(bytes)
+                .map_err(|e| format!("rank {rank}: its report is not JSON: {e}"))?;
+            if doc["tool"] != "erdma-doctor" || !doc["checks"].is_array() {
+                return Err(format!("rank {rank}: not an erdma-doctor report"));
+            }
+            Ok(HostReport { rank, doc })
+        })
+        .collect()
+}
+
+/// A problem found on one or more hosts, or a difference between hosts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    /// The check id (`rdma.ports`) or cross-host check (`cluster.versions`).
+    pub id: String,
+    /// Warn or fail.
+    pub status: Status,
+    /// The hosts it concerns, as `host` or `host (rank N)`.
+    pub hosts: Vec<String>,
+    /// What was found (on the first of the hosts).
+    pub found: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+/// How each rank is named in the report: its host, with the rank added when
+/// several ranks share a host.
+pub fn labels(reports: &[HostReport]) -> Vec<String> {
+    let mut per_host: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reports {
+        *per_host.entry(r.host()).or_default() += 1;
+    }
+    reports
+        .iter()
+        .map(|r| {
+            if per_host[r.host()] > 1 {
+                format!("{} (rank {})", r.host(), r.rank)
+            } else {
+                r.host().to_owned()
+            }
+        })
+        .collect()
+}
+
+/// Every check that warned or failed on some host, once, with all the hosts
+/// where it did (in the order of the checks, failures first).
+pub fn grouped_problems(reports: &[HostReport]) -> Vec<Problem> {
+    let names = labels(reports);
+    let mut order: Vec<String> = Vec::new();
+    let mut by_id: BTreeMap<(String, Status), Problem> = BTreeMap::new();
+    for (r, name) in reports.iter().zip(&names) {
+        for c in r.checks() {
+            let status = status_of(&c["status"]);
+            if status < Status::Warn {
+                continue;
+            }
+            let id = c["id"].as_str().unwrap_or("?").to_owned();
+            if !order.contains(&id) {
+                order.push(id.clone());
+            }
+            by_id
+                .entry((id.clone(), status))
+                .or_insert_with(|| Problem {
+                    id,
+                    status,
+                    hosts: Vec::new(),
+                    found: c["found"].as_str().unwrap_or("").to_owned(),
+                    fix: c["fix"].as_str().unwrap_or("").to_owned(),
+                })
+                .hosts
+                .push(name.clone());
+        }
+    }
+    let mut out: Vec<Problem> = Vec::new();
+    for status in [Status::Fail, Status::Warn] {
+        for id in &order {
+            if let Some(p) = by_id.remove(&(id.clone(), status)) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// What must be the same on every host: the value found in `details` of a
+/// check (rdma-core, CUDA driver and NCCL versions).
+const SAME_EVERYWHERE: &[(&str, &str, &str, &str)] = &[
+    (
+        "rdma.library",
+        "rdma_core",
+        "rdma-core",
+        "install the same rdma-core on every host (or run the same container image)",
+    ),
+    (
+        "gpu.driver",
+        "driver_cuda_version",
+        "CUDA driver version",
+        "install the same NVIDIA driver on every host",
+    ),
+    (
+        "gpu.nccl",
+        "version",
+        "NCCL",
+        "use the same NCCL on every host: NCCL versions can refuse to talk to each other",
+    ),
+];
+
+/// Differences between the hosts: ranks sharing a host, versions that
+/// differ, and recommended NCCL variables whose values differ (one `mpirun
+/// -x NAME=VALUE` sets the same value on every rank).
+pub fn cross_checks(reports: &[HostReport]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let names = labels(reports);
+    let mut ranks_of: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for r in reports {
+        ranks_of.entry(r.host()).or_default().push(r.rank);
+    }
+    let shared: Vec<String> = ranks_of
+        .iter()
+        .filter(|(_, ranks)| ranks.len() > 1)
+        .map(|(h, ranks)| {
+            let list: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
+            format!("{h}: ranks {}", list.join(","))
+        })
+        .collect();
+    if !shared.is_empty() {
+        out.push(Problem {
+            id: "cluster.one-rank-per-host".into(),
+            status: Status::Warn,
+            hosts: ranks_of
+                .iter()
+                .filter(|(_, r)| r.len() > 1)
+                .map(|(h, _)| h.to_string())
+                .collect(),
+            found: format!("several ranks on one host ({})", shared.join("; ")),
+            fix: "start one rank per host: mpirun --map-by ppr:1:node, or -H host1,host2,... \
+                  with -np equal to the number of hosts"
+                .into(),
+        });
+    }
+    for (check, key, what, fix) in SAME_EVERYWHERE {
+        let values: Vec<(String, String)> = reports
+            .iter()
+            .zip(&names)
+            .filter_map(|(r, name)| {
+                let c = r.checks().find(|c| c["id"] == *check)?;
+                let v = &c["details"][*key];
+                (!v.is_null()).then(|| (name.clone(), plain(v)))
+            })
+            .collect();
+        if let Some(p) = differing(values, what, fix, "cluster.versions") {
+            out.push(p);
+        }
+    }
+    let mut env: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for (r, name) in reports.iter().zip(&names) {
+        for e in r.doc["recommended"]["env"].as_array().into_iter().flatten() {
+            if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
+                env.entry(k.to_owned())
+                    .or_default()
+                    .push((name.clone(), v.to_owned()));
+            }
+        }
+    }
+    for (k, values) in env {
+        let fix = format!(
+            "set {k} per host (a wrapper script or the hosts' environment), not with one \
+             mpirun -x, or make the hosts alike"
+        );
+        if let Some(p) = differing(values, &k, &fix, "cluster.nccl-env") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A warning when the hosts' values are not all equal: each value with the
+/// hosts that have it.
+fn differing(values: Vec<(String, String)>, what: &str, fix: &str, id: &str) -> Option<Problem> {
+    let mut by_value: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (host, v) in values {
+        by_value.entry(v).or_default().push(host);
+    }
+    if by_value.len() < 2 {
+        return None;
+    }
+    let found = by_value
+        .iter()
+        .map(|(v, hosts)| format!("{v} on {}", hosts.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(Problem {
+        id: id.to_owned(),
+        status: Status::Warn,
+        hosts: by_value.into_values().flatten().collect(),
+        found: format!("{what} differs: {found}"),
+        fix: fix.to_owned(),
+    })
+}
+
+/// The worst of every host's result and of the differences between hosts.
+pub fn worst(reports: &[HostReport], across: &[Problem]) -> Status {
+    reports
+        .iter()
+        .map(HostReport::status)
+        .chain(across.iter().map(|p| p.status))
+        .max()
+        .unwrap_or(Status::Ok)
+}
+
+/// The report rank 0 prints.
+pub fn render_text(
+    meta: &RunMeta,
+    reports: &[HostReport],
+    problems: &[Problem],
+    across: &[Problem],
+) -> String {
+    let names = labels(reports);
+    let hosts = ranks_of_hosts(reports);
+    let mut s = format!(
+        "# erdma-cluster {}: erdma-doctor on {} host{} ({} rank{}), {}\n",
+        meta.version,
+        hosts,
+        if hosts == 1 { "" } else { "s" },
+        reports.len(),
+        if reports.len() == 1 { "" } else { "s" },
+        meta.date
+    );
+    let w = names.iter().map(|n| n.len()).max().unwrap_or(4).max(4);
+    s.push_str(&format!(
+        "{:<w$}  status  {:>3} {:>4} {:>4} {:>4}\n",
+        "host", "ok", "warn", "fail", "skip"
+    ));
+    for (r, name) in reports.iter().zip(&names) {
+        let n = |k: &str| r.doc["summary"][k].as_u64().unwrap_or(0);
+        s.push_str(&format!(
+            "{:<w$}  {:<6}  {:>3} {:>4} {:>4} {:>4}\n",
+            name,
+            r.status().as_str(),
+            n("ok"),
+            n("warn"),
+            n("fail"),
+            n("skip")
+        ));
+    }
+    if !problems.is_empty() {
+        s.push_str(
+            "# problems, each with the hosts that have it (erdma-doctor there shows details)\n",
+        );
+        for p in problems {
+            push_problem(&mut s, p, reports.len());
+        }
+    }
+    if !across.is_empty() {
+        s.push_str("# differences between the hosts\n");
+        for p in across {
+            push_problem(&mut s, p, reports.len());
+        }
+    }
+    let worst = worst(reports, across);
+    s.push_str(&format!(
+        "# result: {} (exit {})\n",
+        worst.as_str(),
+        worst.exit_code()
+    ));
+    s
+}
+
+fn ranks_of_hosts(reports: &[HostReport]) -> usize {
+    let mut h: Vec<&str> = reports.iter().map(HostReport::host).collect();
+    h.sort_unstable();
+    h.dedup();
+    h.len()
+}
+
+fn push_problem(s: &mut String, p: &Problem, ranks: usize) {
+    let hosts = if p.hosts.len() == ranks && ranks > 1 {
+        "all".to_owned()
+    } else if p.hosts.len() > 8 {
+        format!(
+            "{}, ... ({} more)",
+            p.hosts[..8].join(", "),
+            p.hosts.len() - 8
+        )
+    } else {
+        p.hosts.join(", ")
+    };
+    s.push_str(&format!(
+        "{:<5} {:<20} {}/{} ({}): {}\n",
+        p.status.as_str(),
+        p.id,
+        p.hosts.len().min(ranks),
+        ranks,
+        hosts,
+        p.found
+    ));
+    if !p.fix.is_empty() {
+        s.push_str(&format!("      fix: {}\n", p.fix));
+    }
+}
+
+fn problem_json(p: &Problem) -> Value {
+    json!({"id": p.id, "status": p.status, "hosts": p.hosts, "found": p.found, "fix": p.fix})
+}
+
+/// The `--json` document (also cluster.json under `--out`).
+pub fn render_json(
+    meta: &RunMeta,
+    reports: &[HostReport],
+    problems: &[Problem],
+    across: &[Problem],
+) -> Value {
+    let mut m = meta.to_json();
+    let worst = worst(reports, across);
+    let names = labels(reports);
+    m.insert("status".into(), json!(worst));
+    m.insert("exit_status".into(), json!(worst.exit_code()));
+    m.insert(
+        "hosts".into(),
+        reports
+            .iter()
+            .zip(&names)
+            .map(|(r, name)| {
+                json!({"rank": r.rank, "host": r.host(), "label": name, "status": r.status(),
+                       "summary": r.doc["summary"]})
+            })
+            .collect(),
+    );
+    m.insert(
+        "problems".into(),
+        problems.iter().map(problem_json).collect(),
+    );
+    m.insert("across".into(), across.iter().map(problem_json).collect());
+    m.insert(
+        "reports".into(),
+        reports.iter().map(|r| r.doc.clone()).collect(),
+    );
+    Value::Object(m)
+}
+
+/// The file name of each rank's document under `--out`: `doctor-HOST.json`,
+/// `doctor-HOST-rankN.json` when ranks share a host. Host names are reduced
+/// to `[A-Za-z0-9._-]` so that a name cannot leave the directory.
+pub fn file_names(reports: &[HostReport]) -> Vec<String> {
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reports {
+        *count.entry(r.host()).or_default() += 1;
+    }
+    reports
+        .iter()
+        .map(|r| {
+            let safe: String = r
+                .host()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let safe = safe.trim_start_matches('.');
+            if count[r.host()] > 1 {
+                format!("doctor-{safe}-rank{}.json", r.rank)
+            } else {
+                format!("doctor-{safe}.json")
+            }
+        })
+        .collect()
+}
+
+/// Writes every rank's document and cluster.json into `dir` (created).
+pub fn write_out(
+    dir: &std::path::Path,
+    reports: &[HostReport],
+    whole: &Value,
+) -> Result<(), String> {
+    let fail = |what: &std::path::Path, e: std::io::Error| {
+        format!(
+            "writing {}: {e}: check that the directory is writable",
+            what.display()
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+    for (r, name) in reports.iter().zip(file_names(reports)) {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("{:#}\n", r.doc)).map_err(|e| fail(&p, e))?;
+    }
+    let p = dir.join("cluster.json");
+    std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))
+}
+
+/// Rank 0's work once the documents are gathered: prints the report (text
+/// or JSON) to `out`, writes `--out`; returns the exit status.
+pub fn report(
+    args: &Args,
+    meta: &RunMeta,
+    raw: &[Vec<u8>],
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> i32 {
+    let reports = match parse_reports(raw) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(err, "erdma-cluster: {e}");
+            return EXIT_OUTPUT;
+        }
+    };
+    let problems = grouped_problems(&reports);
+    let across = cross_checks(&reports);
+    let whole = render_json(meta, &reports, &problems, &across);
+    let text = if args.json {
+        format!("{whole}\n")
+    } else {
+        render_text(meta, &reports, &problems, &across)
+    };
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        let _ = writeln!(
+            err,
+            "erdma-cluster: writing the report failed: {e}: check where stdout goes"
+        );
+        return EXIT_OUTPUT;
+    }
+    if let Some(dir) = &args.out
+        && let Err(e) = write_out(dir, &reports, &whole)
+    {
+        let _ = writeln!(err, "erdma-cluster: {e}");
+        return EXIT_OUTPUT;
+    }
+    worst(&reports, &across).exit_code()
+}
+
+/// Whether every `--skip` name is a check or group of erdma-doctor.
+pub fn check_skips(args: &Args) -> Result<(), String> {
+    match args.skip.iter().find(|s| !crate::doctor::known(s)) {
+        Some(bad) => Err(format!(
+            "--skip {bad}: no such check or group: see erdma-doctor --list"
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! The cluster report from real erdma-doctor documents of fake hosts.
+
+use super::*;
+use crate::doctor::{self, testing::FakeHost};
+
+fn meta(host: &str) -> RunMeta {
+    RunMeta {
+        tool: "erdma-doctor".into(),
+        version: "0.1.0".into(),
+        host: host.into(),
+        date: "2026-12-03T19:00:00Z".into(),
+        command: vec!["erdma-cluster".into()],
+    }
+}
+
+/// The bytes a rank sends: its erdma-doctor document.
+fn doc(host: &str, h: &FakeHost) -> Vec<u8> {
+    doctor::render_json(&meta(host), &doctor::evaluate(h, &[]))
+        .to_string()
+        .into_bytes()
+}
+
+fn good() -> FakeHost {
+    let mut h = FakeHost::erdma_gpu();
+    h.nccl = Ok(crate::doctor::host::NcclLibrary {
+        version: "2.28.3".into(),
+        path: "libnccl.so.2".into(),
+    });
+    h
+}
+
+fn run(raw: &[Vec<u8>], a: &[&str]) -> (i32, String, String) {
+    let args =
+        Args::try_parse_from(std::iter::once("erdma-cluster").chain(a.iter().copied())).unwrap();
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let code = report(&args, &meta("h0"), raw, &mut o, &mut e);
+    (
+        code,
+        String::from_utf8(o).unwrap(),
+        String::from_utf8(e).unwrap(),
+    )
+}
+
+#[test]
+fn a_bare_host_among_good_ones_is_named_with_its_fixes() {
+    let g = good();
+    let raw = vec![doc("h0", &g), doc("h1", &FakeHost::bare()), doc("h2", &g)];
+    let (code, out, err) = run(&raw, &[]);
+    assert_eq!(code, EXIT_FAIL, "{out}{err}");
+    assert!(out.contains("erdma-doctor on 3 hosts (3 ranks)"), "{out}");
+    let row = |h: &str| out.lines().find(|l| l.starts_with(h)).unwrap().to_owned();
+    assert!(row("h1 ").contains("fail"), "{out}");
+    assert!(!row("h0 ").contains("fail"), "{out}");
+    // One line per failing check, naming only the bare host, then its fix.
+    let devices = out
+        .lines()
+        .position(|l| l.starts_with("fail  rdma.devices"))
+        .expect(&out);
+    assert!(
+        out.lines().nth(devices).unwrap().contains("1/3 (h1)"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .nth(devices + 1)
+            .unwrap()
+            .trim_start()
+            .starts_with("fix: "),
+        "{out}"
+    );
+    assert!(out.ends_with("# result: fail (exit 2)\n"), "{out}");
+}
+
+#[test]
+fn alike_good_hosts_pass() {
+    let g = good();
+    let raw = vec![doc("h0", &g), doc("h1", &g)];
+    let reports = parse_reports(&raw).unwrap();
+    assert!(
+        cross_checks(&reports).is_empty(),
+        "{:?}",
+        cross_checks(&reports)
+    );
+    let (code, out, _) = run(&raw, &[]);
+    // The fake host's worst is what erdma-doctor says of it alone.
+    let alone = reports[0].status().exit_code();
+    assert_eq!(code, alone, "{out}");
+    assert!(!out.contains("differences between the hosts"), "{out}");
+}
+
+#[test]
+fn ranks_sharing_a_host_are_a_warning_and_get_rank_labels() {
+    let g = good();
+    let raw = vec![doc("h0", &g), doc("h0", &g), doc("h1", &g)];
+    let reports = parse_reports(&raw).unwrap();
+    assert_eq!(labels(&reports), ["h0 (rank 0)", "h0 (rank 1)", "h1"]);
+    let across = cross_checks(&reports);
+    assert_eq!(across.len(), 1, "{across:?}");
+    assert_eq!(across[0].id, "cluster.one-rank-per-host");
+    assert!(across[0].found.contains("h0: ranks 0,1"), "{:?}", across[0]);
+    assert!(across[0].fix.contains("--map-by ppr:1:node"));
+    assert!(worst(&reports, &across) >= Status::Warn);
+    assert_eq!(
+        file_names(&reports),
+        [
+            "doctor-h0-rank0.json",
+            "doctor-h0-rank1.json",
+            "doctor-h1.json"
+        ]
+    );
+}
+
+#[test]
+fn differing_nccl_versions_and_env_are_named_per_host() {
+    let g = good();
+    let mut old = good();
+    old.nccl = Ok(crate::doctor::host::NcclLibrary {
+        version: "2.19.3".into(),
+        path: "libnccl.so.2".into(),
+    });
+    let mut raw = vec![doc("h0", &g), doc("h1", &old), doc("h2", &g)];
+    // h2 recommends another GID index (another image or kernel).
+    let mut d: Value = serde_json::from_slice(&raw[2]).unwrap();
+    for e in d["recommended"]["env"].as_array_mut().unwrap() {
+        if e["name"] == "NCCL_IB_GID_INDEX" {
+            e["value"] = json!("3");
+        }
+    }
+    raw[2] = d.to_string().into_bytes();
+    let across = cross_checks(&parse_reports(&raw).unwrap());
+    let nccl = across
+        .iter()
+        .find(|p| p.found.starts_with("NCCL differs"))
+        .expect("NCCL version");
+    assert_eq!(nccl.found, "NCCL differs: 2.19.3 on h1; 2.28.3 on h0, h2");
+    let gid = across
+        .iter()
+        .find(|p| p.id == "cluster.nccl-env")
+        .expect("GID index");
+    assert!(
+        gid.found.starts_with("NCCL_IB_GID_INDEX differs: "),
+        "{gid:?}"
+    );
+    assert!(gid.found.contains("3 on h2"), "{gid:?}");
+    let (code, out, _) = run(&raw, &[]);
+    assert!(code >= EXIT_WARN, "{out}");
+    assert!(
+        out.contains("# differences between the hosts\nwarn  cluster.versions"),
+        "{out}"
+    );
+}
+
+#[test]
+fn json_holds_every_report_and_the_problems() {
+    let raw = vec![doc("h0", &good()), doc("h1", &FakeHost::bare())];
+    let (code, out, _) = run(&raw, &["--json"]);
+    assert_eq!(code, EXIT_FAIL);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["tool"], "erdma-doctor"); // the meta given to report()
+    assert_eq!(v["exit_status"], 2);
+    assert_eq!(v["hosts"].as_array().unwrap().len(), 2);
+    assert_eq!(v["reports"][1]["host"], "h1");
+    let p = v["problems"].as_array().unwrap();
+    assert!(
+        p.iter()
+            .any(|p| p["id"] == "rdma.devices" && p["hosts"] == json!(["h1"])),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn out_writes_one_file_per_host_and_the_whole() {
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let raw = vec![doc("h0", &good()), doc("../evil/h1", &good())];
+    let (_, _, err) = run(&raw, &["--out", dir.to_str().unwrap()]);
+    assert_eq!(err, "");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["cluster.json", "doctor-_evil_h1.json", "doctor-h0.json"]
+    );
+    let whole: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(whole["reports"].as_array().unwrap().len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unwritable_out_dir_is_exit_4() {
+    let raw = vec![doc("h0", &good())];
+    let (code, _, err) = run(&raw, &["--out", "/proc/erdma-cluster-no"]);
+    assert_eq!(code, EXIT_OUTPUT);
+    assert!(
+        err.starts_with("erdma-cluster: writing /proc/erdma-cluster-no"),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_from_a_rank_is_exit_4_naming_the_rank() {
+    let raw = vec![doc("h0", &good()), b"\x00garbage".to_vec()];
+    let (code, _, err) = run(&raw, &[]);
+    assert_eq!(code, EXIT_OUTPUT);
+    assert!(err.contains("rank 1: its report is not JSON"), "{err}");
+    let raw = vec![br#"{"tool":"erdma-perf"}"#.to_vec()];
+    assert!(
+        parse_reports(&raw)
+            .unwrap_err()
+            .contains("rank 0: not an erdma-doctor report")
+    );
+}
+
+#[test]
+fn unknown_skip_names_are_refused() {
+    let a = Args::try_parse_from(["erdma-cluster", "--skip", "gpu,nope"]).unwrap();
+    assert!(check_skips(&a).unwrap_err().contains("--skip nope"));
+    let a = Args::try_parse_from(["erdma-cluster", "--skip", "gpu,rdma.mtu"]).unwrap();
+    assert!(check_skips(&a).is_ok());
+}

@@ -1,0 +1,132 @@
+//! erdma-cluster under a real `mpirun -np 2` on one host (CI: no RDMA
+//! device): both ranks' reports gathered, the shared host flagged, one exit
+//! status for the job. The rig runs it with devices (rig_cluster.rs).
+
+#![cfg(feature = "mpi")]
+
+use std::process::Command;
+
+/// `mpirun -np N erdma-cluster ARGS` over Open MPI's TCP/shared-memory
+/// transports: (exit status, stdout, stderr).
+pub fn mpirun(np: usize, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new("timeout")
+        .args([
+            "300",
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+        ])
+        .arg(np.to_string())
+        .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
+        .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("run timeout/mpirun (Open MPI installed?)");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn has_rdma() -> bool {
+    std::path::Path::new("/sys/class/infiniband_verbs/abi_version").exists()
+}
+
+#[test]
+fn two_ranks_without_rdma_fail_together() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-mpirun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = mpirun(
+        2,
+        &["--json", "--skip", "gpu", "--out", dir.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["tool"], "erdma-cluster");
+    assert_eq!(v["exit_status"], 2);
+    let hosts = v["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2, "{out}");
+    assert_eq!(hosts[0]["rank"], 0);
+    assert_eq!(hosts[1]["rank"], 1);
+    let devices = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "rdma.devices")
+        .expect("rdma.devices fails without RDMA");
+    assert_eq!(devices["hosts"].as_array().unwrap().len(), 2, "{devices}");
+    assert!(
+        v["across"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == "cluster.one-rank-per-host"),
+        "{out}"
+    );
+    // The GPU group was skipped on both ranks.
+    for r in v["reports"].as_array().unwrap() {
+        let gpu = r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "gpu.driver")
+            .unwrap();
+        assert_eq!(gpu["status"], "skip");
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(
+        files[0] == "cluster.json" && files[1].ends_with("-rank0.json"),
+        "{files:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_text_report_names_each_fix_once() {
+    if has_rdma() {
+        return;
+    }
+    let (code, out, _) = mpirun(2, &["--skip", "gpu"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.starts_with("# erdma-cluster "), "{out}");
+    assert_eq!(out.matches("fail  rdma.devices").count(), 1, "{out}");
+    assert!(out.contains("2/2 (all)"), "{out}");
+    assert!(out.ends_with("# result: fail (exit 2)\n"), "{out}");
+}
+
+#[test]
+fn bad_arguments_exit_3_and_are_said_once() {
+    let (code, out, err) = mpirun(2, &["--skip", "nope"]);
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert_eq!(
+        err.matches("erdma-cluster: --skip nope").count(),
+        1,
+        "{err}"
+    );
+    let (code, _, err) = mpirun(2, &["--bogus"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(err.matches("--bogus").count(), 1, "{err}");
+}
+
+#[test]
+fn an_unwritable_out_dir_exits_4_on_every_rank() {
+    let (code, _, err) = mpirun(2, &["--skip", "gpu", "--out", "/proc/erdma-cluster-no"]);
+    assert_eq!(code, Some(4), "{err}");
+    assert!(
+        err.contains("erdma-cluster: writing /proc/erdma-cluster-no"),
+        "{err}"
+    );
+}
