@@ -122,10 +122,7 @@ pub struct Problem {
 /// How each rank is named in the report: its host, with the rank added when
 /// several ranks share a host.
 pub fn labels(reports: &[HostReport]) -> Vec<String> {
-    let mut per_host: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in reports {
-        *per_host.entry(r.host()).or_default() += 1;
-    }
+    let per_host = ranks_per_host(reports);
     reports
         .iter()
         .map(|r| {
@@ -136,6 +133,15 @@ pub fn labels(reports: &[HostReport]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// How many ranks ran on each host.
+fn ranks_per_host(reports: &[HostReport]) -> BTreeMap<&str, usize> {
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in reports {
+        *n.entry(r.host()).or_default() += 1;
+    }
+    n
 }
 
 /// Every check that warned or failed on some host, once, with all the hosts
@@ -319,7 +325,7 @@ pub fn render_text(
     across: &[Problem],
 ) -> String {
     let names = labels(reports);
-    let hosts = ranks_of_hosts(reports);
+    let hosts = ranks_per_host(reports).len();
     let mut s = format!(
         "# erdma-cluster {}: erdma-doctor on {} host{} ({} rank{}), {}\n",
         meta.version,
@@ -367,13 +373,6 @@ pub fn render_text(
         worst.exit_code()
     ));
     s
-}
-
-fn ranks_of_hosts(reports: &[HostReport]) -> usize {
-    let mut h: Vec<&str> = reports.iter().map(HostReport::host).collect();
-    h.sort_unstable();
-    h.dedup();
-    h.len()
 }
 
 fn push_problem(s: &mut String, p: &Problem, ranks: usize) {
@@ -445,10 +444,7 @@ pub fn render_json(
 /// `doctor-HOST-rankN.json` when ranks share a host. Host names are reduced
 /// to `[A-Za-z0-9._-]` so that a name cannot leave the directory.
 pub fn file_names(reports: &[HostReport]) -> Vec<String> {
-    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-    for r in reports {
-        *count.entry(r.host()).or_default() += 1;
-    }
+    let count = ranks_per_host(reports);
     reports
         .iter()
         .map(|r| {

@@ -4,33 +4,9 @@
 
 #![cfg(feature = "mpi")]
 
-use std::process::Command;
+mod cluster_common;
 
-/// `mpirun -np N erdma-cluster ARGS` over Open MPI's TCP/shared-memory
-/// transports: (exit status, stdout, stderr).
-pub fn mpirun(np: usize, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new("timeout")
-        .args([
-            "300",
-            "mpirun",
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-np",
-        ])
-        .arg(np.to_string())
-        .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
-        .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
-        .args(args)
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .expect("run timeout/mpirun (Open MPI installed?)");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use cluster_common::{check, mpirun};
 
 fn has_rdma() -> bool {
     std::path::Path::new("/sys/class/infiniband_verbs/abi_version").exists()
@@ -72,14 +48,8 @@ fn two_ranks_without_rdma_fail_together() {
         "{out}"
     );
     // The GPU group was skipped on both ranks.
-    for r in v["reports"].as_array().unwrap() {
-        let gpu = r["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == "gpu.driver")
-            .unwrap();
-        assert_eq!(gpu["status"], "skip");
+    for i in 0..2 {
+        assert_eq!(check(&v, i, "gpu.driver")["status"], "skip");
     }
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()

@@ -3,45 +3,20 @@
 
 #![cfg(feature = "mpi")]
 
-use std::process::Command;
+mod cluster_common;
+
+use cluster_common::{check, mpirun};
 
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn two_ranks_gather_real_reports() {
-    let mut c = Command::new("timeout");
-    c.args([
-        "300",
-        "mpirun",
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-np",
-        "2",
-    ])
-    .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
-    .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
-    .args(["--json", "--skip", "gpu"])
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("NCCL_") {
-            c.env_remove(k);
-        }
-    }
-    let out = c.output().expect("run mpirun");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, text, err) = mpirun(2, &["--json", "--skip", "gpu"]);
     // Both ranks on one VM: a warning at least, no failure.
-    assert_eq!(out.status.code(), Some(1), "{text}{err}");
+    assert_eq!(code, Some(1), "{text}{err}");
     let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
-    let reports = v["reports"].as_array().unwrap();
-    assert_eq!(reports.len(), 2);
-    for r in reports {
-        let devices = r["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == "rdma.devices")
-            .unwrap();
+    assert_eq!(v["reports"].as_array().unwrap().len(), 2);
+    for i in 0..2 {
+        let devices = check(&v, i, "rdma.devices");
         assert_eq!(devices["status"], "ok", "{devices}");
     }
     let problems = v["problems"].as_array().unwrap();

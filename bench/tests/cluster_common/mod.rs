@@ -1,0 +1,46 @@
+//! What the erdma-cluster tests share: the job under a real mpirun.
+
+use std::process::Command;
+
+/// `mpirun -np N erdma-cluster ARGS` over Open MPI's TCP/shared-memory
+/// transports, with every NCCL_* variable of this process removed (they
+/// change the doctor's NCCL checks): (exit status, stdout, stderr).
+pub fn mpirun(np: usize, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut c = Command::new("timeout");
+    c.args([
+        "300",
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+    ])
+    .arg(np.to_string())
+    .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
+    .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
+    .args(args)
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NCCL_") {
+            c.env_remove(k);
+        }
+    }
+    let out = c
+        .output()
+        .expect("run timeout/mpirun (Open MPI installed?)");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The report of rank `i` (in `--json` output) and its check `id`.
+pub fn check<'a>(v: &'a serde_json::Value, i: usize, id: &str) -> &'a serde_json::Value {
+    v["reports"][i]["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("rank {i} has no check {id}"))
+}
