@@ -6,6 +6,17 @@ use std::io::Write;
 
 use erdma::nccl::{DEFAULT_LIBRARY_NAMES, DataType, NCCL_LIBRARY_ENV, Nccl, NcclError, Version};
 
+/// Held by the tests that load a real NCCL by path and by the one that checks
+/// the default search: once a `libnccl.so.2` is loaded by path, a dlopen of
+/// that name finds it too, so the default search must not be checked while
+/// another test loads one (it made `Nccl::load()` and `default_nccl_loadable()`
+/// disagree once in CI).
+static LOADING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn loading() -> std::sync::MutexGuard<'static, ()> {
+    LOADING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn default_nccl_loadable() -> bool {
     DEFAULT_LIBRARY_NAMES.iter().any(|name| {
         // SAFETY: loading libnccl runs only its initializers.
@@ -73,6 +84,7 @@ fn a_directory_is_library_not_found() {
 
 #[test]
 fn default_search_reports_both_names_or_loads_a_supported_nccl() {
+    let _serial = loading();
     if std::env::var_os(NCCL_LIBRARY_ENV).is_some() {
         // The override is exercised by nccl_env_*.rs; here it would change the meaning.
         let _ = Nccl::load();
@@ -104,6 +116,7 @@ fn default_search_reports_both_names_or_loads_a_supported_nccl() {
 /// oldest supported NCCL works with the same binary as the newest.
 #[test]
 fn real_nccl_releases_load_with_the_features_of_their_version() {
+    let _serial = loading();
     let Ok(list) = std::env::var("ERDMA_TEST_NCCL_LIBS") else {
         eprintln!("skipped: ERDMA_TEST_NCCL_LIBS is not set (scripts/test.sh sets it)");
         return;
