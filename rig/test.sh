@@ -49,7 +49,7 @@ bins=$("$CARGO" test "${PROFILE[@]}" --workspace --tests --no-run --message-form
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("reason") == "compiler-message" and m["message"]["level"] .startswith("error"):
+    if m.get("reason") == "compiler-message" and m["message"]["level"].startswith("error"):
         sys.stderr.write(m["message"].get("rendered") or m["message"]["message"])
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or m["target"]["kind"] != ["test"]:
         continue

@@ -62,12 +62,24 @@ pub struct HostReport {
     pub rank: usize,
     /// The document (`erdma-doctor --json`).
     pub doc: Value,
+    /// Whether another rank reported the same host.
+    pub shares_host: bool,
 }
 
 impl HostReport {
     /// The host name the rank reported.
     pub fn host(&self) -> &str {
         self.doc["host"].as_str().unwrap_or("?")
+    }
+
+    /// How the rank is named in the report: its host, with the rank added
+    /// when several ranks share the host.
+    pub fn label(&self) -> String {
+        if self.shares_host {
+            format!("{} (rank {})", self.host(), self.rank)
+        } else {
+            self.host().to_owned()
+        }
     }
 
     /// The worst status of the rank's checks.
@@ -91,7 +103,8 @@ fn status_of(v: &Value) -> Status {
 
 /// Reads the documents gathered from the ranks (index = rank).
 pub fn parse_reports(raw: &[Vec<u8>]) -> Result<Vec<HostReport>, String> {
-    raw.iter()
+    let mut reports = raw
+        .iter()
         .enumerate()
         .map(|(rank, bytes)| {
             let doc: Value = serde_json::from_slice(bytes)
@@ -99,9 +112,22 @@ pub fn parse_reports(raw: &[Vec<u8>]) -> Result<Vec<HostReport>, String> {
             if doc["tool"] != "erdma-doctor" || !doc["checks"].is_array() {
                 return Err(format!("rank {rank}: not an erdma-doctor report"));
             }
-            Ok(HostReport { rank, doc })
+            Ok(HostReport {
+                rank,
+                doc,
+                shares_host: false,
+            })
         })
-        .collect()
+        .collect::<Result<Vec<_>, String>>()?;
+    let shared: Vec<usize> = ranks_by_host(&reports)
+        .into_values()
+        .filter(|ranks| ranks.len() > 1)
+        .flatten()
+        .collect();
+    for r in shared {
+        reports[r].shares_host = true;
+    }
+    Ok(reports)
 }
 
 /// A problem found on one or more hosts, or a difference between hosts.
@@ -119,38 +145,21 @@ pub struct Problem {
     pub fix: String,
 }
 
-/// How each rank is named in the report: its host, with the rank added when
-/// several ranks share a host.
-pub fn labels(reports: &[HostReport]) -> Vec<String> {
-    let per_host = ranks_per_host(reports);
-    reports
-        .iter()
-        .map(|r| {
-            if per_host[r.host()] > 1 {
-                format!("{} (rank {})", r.host(), r.rank)
-            } else {
-                r.host().to_owned()
-            }
-        })
-        .collect()
-}
-
-/// How many ranks ran on each host.
-fn ranks_per_host(reports: &[HostReport]) -> BTreeMap<&str, usize> {
-    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+/// The ranks that ran on each host (indexes into `reports`, which are ranks).
+fn ranks_by_host(reports: &[HostReport]) -> BTreeMap<&str, Vec<usize>> {
+    let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for r in reports {
-        *n.entry(r.host()).or_default() += 1;
+        by.entry(r.host()).or_default().push(r.rank);
     }
-    n
+    by
 }
 
 /// Every check that warned or failed on some host, once, with all the hosts
 /// where it did (in the order of the checks, failures first).
 pub fn grouped_problems(reports: &[HostReport]) -> Vec<Problem> {
-    let names = labels(reports);
     let mut order: Vec<String> = Vec::new();
     let mut by_id: BTreeMap<(String, Status), Problem> = BTreeMap::new();
-    for (r, name) in reports.iter().zip(&names) {
+    for r in reports {
         for c in r.checks() {
             let status = status_of(&c["status"]);
             if status < Status::Warn {
@@ -170,7 +179,7 @@ pub fn grouped_problems(reports: &[HostReport]) -> Vec<Problem> {
                     fix: c["fix"].as_str().unwrap_or("").to_owned(),
                 })
                 .hosts
-                .push(name.clone());
+                .push(r.label());
         }
     }
     let mut out: Vec<Problem> = Vec::new();
@@ -212,29 +221,23 @@ const SAME_EVERYWHERE: &[(&str, &str, &str, &str)] = &[
 /// -x NAME=VALUE` sets the same value on every rank).
 pub fn cross_checks(reports: &[HostReport]) -> Vec<Problem> {
     let mut out = Vec::new();
-    let names = labels(reports);
-    let mut ranks_of: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for r in reports {
-        ranks_of.entry(r.host()).or_default().push(r.rank);
-    }
-    let shared: Vec<String> = ranks_of
-        .iter()
+    let shared: Vec<(&str, Vec<usize>)> = ranks_by_host(reports)
+        .into_iter()
         .filter(|(_, ranks)| ranks.len() > 1)
-        .map(|(h, ranks)| {
-            let list: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
-            format!("{h}: ranks {}", list.join(","))
-        })
         .collect();
     if !shared.is_empty() {
+        let found: Vec<String> = shared
+            .iter()
+            .map(|(h, ranks)| {
+                let list: Vec<String> = ranks.iter().map(|r| r.to_string()).collect();
+                format!("{h}: ranks {}", list.join(","))
+            })
+            .collect();
         out.push(Problem {
             id: "cluster.one-rank-per-host".into(),
             status: Status::Warn,
-            hosts: ranks_of
-                .iter()
-                .filter(|(_, r)| r.len() > 1)
-                .map(|(h, _)| h.to_string())
-                .collect(),
-            found: format!("several ranks on one host ({})", shared.join("; ")),
+            hosts: shared.iter().map(|(h, _)| h.to_string()).collect(),
+            found: format!("several ranks on one host ({})", found.join("; ")),
             fix: "start one rank per host: mpirun --map-by ppr:1:node, or -H host1,host2,... \
                   with -np equal to the number of hosts"
                 .into(),
@@ -243,11 +246,10 @@ pub fn cross_checks(reports: &[HostReport]) -> Vec<Problem> {
     for (check, key, what, fix) in SAME_EVERYWHERE {
         let values: Vec<(String, String)> = reports
             .iter()
-            .zip(&names)
-            .filter_map(|(r, name)| {
+            .filter_map(|r| {
                 let c = r.checks().find(|c| c["id"] == *check)?;
                 let v = &c["details"][*key];
-                (!v.is_null()).then(|| (name.clone(), plain(v)))
+                (!v.is_null()).then(|| (r.label(), plain(v)))
             })
             .collect();
         if let Some(p) = differing(values, what, fix, "cluster.versions") {
@@ -255,12 +257,12 @@ pub fn cross_checks(reports: &[HostReport]) -> Vec<Problem> {
         }
     }
     let mut env: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-    for (r, name) in reports.iter().zip(&names) {
+    for r in reports {
         for e in r.doc["recommended"]["env"].as_array().into_iter().flatten() {
             if let (Some(k), Some(v)) = (e["name"].as_str(), e["value"].as_str()) {
                 env.entry(k.to_owned())
                     .or_default()
-                    .push((name.clone(), v.to_owned()));
+                    .push((r.label(), v.to_owned()));
             }
         }
     }
@@ -324,8 +326,8 @@ pub fn render_text(
     problems: &[Problem],
     across: &[Problem],
 ) -> String {
-    let names = labels(reports);
-    let hosts = ranks_per_host(reports).len();
+    let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+    let hosts = ranks_by_host(reports).len();
     let mut s = format!(
         "# erdma-cluster {}: erdma-doctor on {} host{} ({} rank{}), {}\n",
         meta.version,
@@ -414,16 +416,14 @@ pub fn render_json(
 ) -> Value {
     let mut m = meta.to_json();
     let worst = worst(reports, across);
-    let names = labels(reports);
     m.insert("status".into(), json!(worst));
     m.insert("exit_status".into(), json!(worst.exit_code()));
     m.insert(
         "hosts".into(),
         reports
             .iter()
-            .zip(&names)
-            .map(|(r, name)| {
-                json!({"rank": r.rank, "host": r.host(), "label": name, "status": r.status(),
+            .map(|r| {
+                json!({"rank": r.rank, "host": r.host(), "label": r.label(), "status": r.status(),
                        "summary": r.doc["summary"]})
             })
             .collect(),
@@ -444,7 +444,6 @@ pub fn render_json(
 /// `doctor-HOST-rankN.json` when ranks share a host. Host names are reduced
 /// to `[A-Za-z0-9._-]` so that a name cannot leave the directory.
 pub fn file_names(reports: &[HostReport]) -> Vec<String> {
-    let count = ranks_per_host(reports);
     reports
         .iter()
         .map(|r| {
@@ -460,7 +459,7 @@ pub fn file_names(reports: &[HostReport]) -> Vec<String> {
                 })
                 .collect();
             let safe = safe.trim_start_matches('.');
-            if count[r.host()] > 1 {
+            if r.shares_host {
                 format!("doctor-{safe}-rank{}.json", r.rank)
             } else {
                 format!("doctor-{safe}.json")

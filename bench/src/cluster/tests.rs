@@ -93,7 +93,8 @@ fn ranks_sharing_a_host_are_a_warning_and_get_rank_labels() {
     let g = good();
     let raw = vec![doc("h0", &g), doc("h0", &g), doc("h1", &g)];
     let reports = parse_reports(&raw).unwrap();
-    assert_eq!(labels(&reports), ["h0 (rank 0)", "h0 (rank 1)", "h1"]);
+    let labels: Vec<String> = reports.iter().map(HostReport::label).collect();
+    assert_eq!(labels, ["h0 (rank 0)", "h0 (rank 1)", "h1"]);
     let across = cross_checks(&reports);
     assert_eq!(across.len(), 1, "{across:?}");
     assert_eq!(across[0].id, "cluster.one-rank-per-host");
