@@ -15,177 +15,70 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use erdma::{
-    AccessFlags, AlignedBuffer, CompletionQueue, MemoryRegion, QpCapabilities, RecvRequest,
-    SendRequest, WorkCompletion,
-};
-use erdma_benches::{c_loops, loopback, skip};
-
-const MSG: usize = 8;
+use erdma::{AccessFlags, AlignedBuffer};
+use erdma_benches::{loopback, loops::Fixture, skip};
 
 type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
 
-/// Spins until one completion arrives; panics on a failed one (a bench has
-/// no other way to stop).
-fn poll_one(cq: &CompletionQueue, wc: &mut [WorkCompletion; 1]) {
-    loop {
-        match cq.poll(wc) {
-            Ok(0) => continue,
-            Ok(_) => {
-                if let Err(e) = wc[0].ok() {
-                    panic!("datapath: {e}");
-                }
-                return;
-            }
-            Err(e) => panic!("datapath: {e}"),
-        }
+/// Times `iters` iterations of one loop; panics when it fails (a bench has no
+/// other way to stop).
+fn timed(iters: u64, run: impl FnOnce(u64) -> Result<u64, String>) -> Duration {
+    let t0 = Instant::now();
+    let outcome = run(iters);
+    let t = t0.elapsed();
+    if let Err(e) = outcome {
+        panic!("datapath: {e}");
+    }
+    t
+}
+
+/// Benches the Rust and C versions of one loop, in the order asked for.
+fn pair(
+    g: &mut Group<'_>,
+    name: &str,
+    c_first: bool,
+    rust: impl Fn(u64) -> Result<u64, String>,
+    c: impl Fn(u64) -> Result<u64, String>,
+) {
+    let mut one = |lang: &str, run: &dyn Fn(u64) -> Result<u64, String>| {
+        g.bench_function(format!("{lang}/{name}"), |bch| {
+            bch.iter_custom(|n| timed(n, run))
+        });
+    };
+    if c_first {
+        one("c", &c);
+        one("rust", &rust);
+    } else {
+        one("rust", &rust);
+        one("c", &c);
     }
 }
 
-fn check(rc: i32, what: &str) {
-    assert_eq!(rc, 0, "datapath: the C loop {what} failed");
-}
-
 fn post_poll(c: &mut Criterion) {
-    let (da, db) = match loopback::devices() {
-        Ok(d) => d,
+    let f = match Fixture::new() {
+        Ok(f) => f,
         Err(why) => return skip(&why),
     };
-    let probe = erdma::Context::open(&da).and_then(|ctx| ctx.max_inline_data());
-    let inline = match probe {
-        Ok(n) => n.min(64),
-        Err(e) => return skip(&format!("{da}: {e}")),
-    };
-    let caps = QpCapabilities {
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: inline,
-    };
-    let (a, b) = match loopback::connect(&da, &db, &caps) {
-        Ok(p) => p,
-        Err(e) => return skip(&format!("loopback pair {da} <-> {db}: {e}")),
-    };
-    eprintln!("datapath: loopback {da} <-> {db}, inline up to {inline} B");
-    let reg = |pd: &erdma::ProtectionDomain, access| -> MemoryRegion<AlignedBuffer> {
-        pd.register(AlignedBuffer::new(4096).expect("4 KiB"), access)
-            .expect("register 4 KiB")
-    };
-    let src = reg(&a.pd, AccessFlags::empty());
-    let dst = reg(&b.pd, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE);
-    let rbuf = reg(&b.pd, AccessFlags::LOCAL_WRITE);
-    let remote = dst.remote().slice(..MSG).expect("8 B");
-    let mut wc = [WorkCompletion::default(); 1];
-
+    eprintln!(
+        "datapath: loopback {}, inline up to {} B",
+        f.label, f.inline
+    );
     let mut g = c.benchmark_group("post_poll");
     g.throughput(Throughput::Elements(1));
     // ERDMA_BENCH_C_FIRST=1 measures the C loops first, so that a script can
     // alternate the order between runs (scripts/bench-datapath.sh).
     let c_first = std::env::var("ERDMA_BENCH_C_FIRST").is_ok_and(|v| v == "1");
-    if inline as usize >= MSG {
-        let local = src.slice(..MSG).expect("8 B");
-        let mut rust = |g: &mut Group<'_>| {
-            g.bench_function("rust/write_inline_8B", |bch| {
-                bch.iter_custom(|n| {
-                    let t0 = Instant::now();
-                    for _ in 0..n {
-                        a.qp.post_send(SendRequest::write([local], remote).inline())
-                            .expect("post_send");
-                        poll_one(&a.cq, &mut wc);
-                    }
-                    t0.elapsed()
-                })
-            });
-        };
-        let c_loop = |g: &mut Group<'_>| {
-            g.bench_function("c/write_inline_8B", |bch| {
-                bch.iter_custom(|n| {
-                    let t0 = Instant::now();
-                    // SAFETY: live QP and CQ of a connected pair; src and the
-                    // remote slice are registered and outlive the call; the loop
-                    // consumes every completion it causes.
-                    let rc = unsafe {
-                        c_loops::erdma_c_write_inline(
-                            a.qp.as_raw(),
-                            a.cq.as_raw(),
-                            src.addr() as usize as *mut u8,
-                            MSG as u32,
-                            src.lkey(),
-                            remote.addr,
-                            remote.rkey,
-                            n as std::ffi::c_long,
-                        )
-                    };
-                    let t = t0.elapsed();
-                    check(rc, "write_inline");
-                    t
-                })
-            });
-        };
-        if c_first {
-            c_loop(&mut g);
-            rust(&mut g);
-        } else {
-            rust(&mut g);
-            c_loop(&mut g);
-        }
+    if f.has_inline() {
+        let (rust, c) = (|n| f.rust_write_inline(n), |n| f.c_write_inline(n));
+        pair(&mut g, "write_inline_8B", c_first, rust, c);
     } else {
         skip(&format!(
-            "{da} has no inline data: write_inline_8B not measured"
+            "{} has no inline data: write_inline_8B not measured",
+            f.label
         ));
     }
-    let (sl, rl) = (
-        src.slice(..MSG).expect("8 B"),
-        rbuf.slice(..MSG).expect("8 B"),
-    );
-    let mut rust = |g: &mut Group<'_>| {
-        g.bench_function("rust/send_recv_8B", |bch| {
-            bch.iter_custom(|n| {
-                let t0 = Instant::now();
-                for _ in 0..n {
-                    b.qp.post_recv(RecvRequest::new([rl])).expect("post_recv");
-                    a.qp.post_send(SendRequest::send([sl])).expect("post_send");
-                    poll_one(&a.cq, &mut wc);
-                    poll_one(&b.cq, &mut wc);
-                }
-                t0.elapsed()
-            })
-        });
-    };
-    let c_loop = |g: &mut Group<'_>| {
-        g.bench_function("c/send_recv_8B", |bch| {
-            bch.iter_custom(|n| {
-                let t0 = Instant::now();
-                // SAFETY: as for write_inline; the receive buffer is registered
-                // with LOCAL_WRITE on b's PD and outlives the call.
-                let rc = unsafe {
-                    c_loops::erdma_c_send_recv(
-                        a.qp.as_raw(),
-                        a.cq.as_raw(),
-                        src.addr() as usize as *mut u8,
-                        src.lkey(),
-                        b.qp.as_raw(),
-                        b.cq.as_raw(),
-                        rbuf.addr() as usize as *mut u8,
-                        rbuf.lkey(),
-                        MSG as u32,
-                        n as std::ffi::c_long,
-                    )
-                };
-                let t = t0.elapsed();
-                check(rc, "send_recv");
-                t
-            })
-        });
-    };
-    if c_first {
-        c_loop(&mut g);
-        rust(&mut g);
-    } else {
-        rust(&mut g);
-        c_loop(&mut g);
-    }
+    let (rust, c) = (|n| f.rust_send_recv(n), |n| f.c_send_recv(n));
+    pair(&mut g, "send_recv_8B", c_first, rust, c);
     g.finish();
 }
 

@@ -4,7 +4,7 @@ use erdma::sys;
 
 unsafe extern "C" {
     /// `iters` signaled inline RDMA WRITEs of `len` bytes, each polled to
-    /// completion; 0 on success.
+    /// completion; 0 on success. The empty polls are added to `*empty`.
     pub fn erdma_c_write_inline(
         qp: *mut sys::ibv_qp,
         cq: *mut sys::ibv_cq,
@@ -14,10 +14,12 @@ unsafe extern "C" {
         raddr: u64,
         rkey: u32,
         iters: std::ffi::c_long,
+        empty: *mut std::ffi::c_long,
     ) -> i32;
 
     /// `iters` times: a receive posted on `rqp`, a SEND of `len` bytes from
-    /// `sqp`, both completions polled; 0 on success.
+    /// `sqp`, both completions polled; 0 on success. The empty polls are
+    /// added to `*empty`.
     pub fn erdma_c_send_recv(
         sqp: *mut sys::ibv_qp,
         scq: *mut sys::ibv_cq,
@@ -29,5 +31,6 @@ unsafe extern "C" {
         rlkey: u32,
         len: u32,
         iters: std::ffi::c_long,
+        empty: *mut std::ffi::c_long,
     ) -> i32;
 }

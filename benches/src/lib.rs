@@ -2,7 +2,9 @@
 //!
 //! - `benches/datapath.rs`: the safe API's post + poll on a loopback pair
 //!   (an inline 8 B RDMA WRITE, an 8 B SEND/receive) against the same loops
-//!   in C ([`c_loops`]), and memory registration cost by size;
+//!   in C ([`c_loops`]), both in [`loops`], and memory registration cost by
+//!   size; `erdma-datapath-count` runs the same loops a fixed number of times
+//!   for an instruction counter (`scripts/datapath-instructions.sh`);
 //! - `benches/two_host.rs`: latency and bandwidth to another host that runs
 //!   `erdma-bench-server` ([`peer`]), named by `ERDMA_BENCH_PEER=host:port`.
 //!
@@ -12,6 +14,7 @@
 
 pub mod c_loops;
 pub mod loopback;
+pub mod loops;
 pub mod peer;
 
 /// Prints why a bench measures nothing, once, on stderr.

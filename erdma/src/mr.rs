@@ -552,22 +552,28 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
 
     /// The whole region as a local scatter/gather entry.
     pub fn all(&self) -> LocalSlice<'_> {
-        LocalSlice {
-            mr: self,
-            offset: 0,
-            len: self.inner.len,
-        }
+        self.local(0, self.inner.len)
     }
 
     /// A byte range of the region as a local scatter/gather entry;
     /// [`Error::InvalidArgument`] when it is outside the region.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<LocalSlice<'_>> {
         let (offset, len) = self.range("MemoryRegion::slice", &range)?;
-        Ok(LocalSlice {
+        Ok(self.local(offset, len))
+    }
+
+    /// `len` bytes at `offset` (in range) as a [`LocalSlice`], with what
+    /// posting checks copied in, so that a post reads no region through a
+    /// virtual call but the one that takes its lease.
+    fn local(&self, offset: usize, len: usize) -> LocalSlice<'_> {
+        LocalSlice {
             mr: self,
-            offset,
+            addr: self.inner.addr + offset as u64,
             len,
-        })
+            lkey: self.inner.lkey,
+            access: self.inner.access,
+            pd: self.pd_raw() as usize,
+        }
     }
 
     fn range(&self, what: &'static str, range: &impl RangeBounds<usize>) -> Result<(usize, usize)> {
@@ -958,30 +964,15 @@ fn range_text(range: &impl RangeBounds<usize>) -> String {
     format!("{s}..{e}")
 }
 
-/// What a work request needs from a region, object-safe.
+/// What a posted request takes from its region beyond the keys a
+/// [`LocalSlice`] copies: a share that keeps it registered. Object-safe.
 pub(crate) trait LocalMemory: Sync {
     fn lease(&self) -> Arc<dyn Lease>;
-    fn lkey(&self) -> u32;
-    fn addr(&self) -> u64;
-    fn access(&self) -> AccessFlags;
-    fn pd_raw(&self) -> *mut sys::ibv_pd;
 }
 
 impl<B: Send + Sync + 'static> LocalMemory for MemoryRegion<B> {
     fn lease(&self) -> Arc<dyn Lease> {
         MemoryRegion::lease(self)
-    }
-    fn lkey(&self) -> u32 {
-        self.inner.lkey
-    }
-    fn addr(&self) -> u64 {
-        self.inner.addr
-    }
-    fn access(&self) -> AccessFlags {
-        self.inner.access
-    }
-    fn pd_raw(&self) -> *mut sys::ibv_pd {
-        MemoryRegion::pd_raw(self)
     }
 }
 
@@ -992,8 +983,14 @@ impl<B: Send + Sync + 'static> LocalMemory for MemoryRegion<B> {
 #[derive(Clone, Copy)]
 pub struct LocalSlice<'a> {
     mr: &'a dyn LocalMemory,
-    offset: usize,
+    /// Start address (the region's plus the offset).
+    addr: u64,
     len: usize,
+    lkey: u32,
+    access: AccessFlags,
+    /// The region's protection domain, as an address: only compared with
+    /// the QP's (an integer keeps the slice `Send + Sync`).
+    pd: usize,
 }
 
 impl fmt::Debug for LocalSlice<'_> {
@@ -1001,7 +998,7 @@ impl fmt::Debug for LocalSlice<'_> {
         f.debug_struct("LocalSlice")
             .field("addr", &format_args!("{:#x}", self.addr()))
             .field("len", &self.len)
-            .field("lkey", &format_args!("{:#x}", self.mr.lkey()))
+            .field("lkey", &format_args!("{:#x}", self.lkey))
             .finish()
     }
 }
@@ -1017,17 +1014,26 @@ impl<'a> LocalSlice<'a> {
     }
     /// Start address.
     pub fn addr(&self) -> u64 {
-        self.mr.addr() + self.offset as u64
+        self.addr
     }
-    pub(crate) fn memory(&self) -> &'a dyn LocalMemory {
-        self.mr
+    /// A share of the region, held by a posted request until its completion.
+    pub(crate) fn lease(&self) -> Arc<dyn Lease> {
+        self.mr.lease()
+    }
+    /// Whether the region was registered in the protection domain `pd`.
+    pub(crate) fn in_pd(&self, pd: *mut sys::ibv_pd) -> bool {
+        self.pd == pd as usize
+    }
+    /// The access the region was registered with.
+    pub(crate) fn access(&self) -> AccessFlags {
+        self.access
     }
     /// The `ibv_sge` for this slice; `None` when longer than 4 GiB - 1.
     pub(crate) fn sge(&self) -> Option<sys::ibv_sge> {
         Some(sys::ibv_sge {
-            addr: self.addr(),
+            addr: self.addr,
             length: u32::try_from(self.len).ok()?,
-            lkey: self.mr.lkey(),
+            lkey: self.lkey,
         })
     }
 }

@@ -20,9 +20,36 @@ use smallvec::SmallVec;
 
 use crate::mr::Lease;
 
-/// The shares of memory one request holds. Inline up to 4 regions, so that
-/// posting does not allocate in the steady state.
-pub(crate) type Leases = SmallVec<[Arc<dyn Lease>; 4]>;
+/// The shares of memory one request holds, released when it is dropped.
+/// One region (nearly every request) is a plain share, cheap to take and to
+/// drop; more are kept inline up to 4, so that posting does not allocate in
+/// the steady state.
+#[allow(dead_code, reason = "the shares are held only to be dropped")]
+pub(crate) enum Leases {
+    /// No memory (a zero-length request).
+    None,
+    /// One region.
+    One(Arc<dyn Lease>),
+    /// Two or more.
+    Many(SmallVec<[Arc<dyn Lease>; 4]>),
+}
+
+impl FromIterator<Arc<dyn Lease>> for Leases {
+    /// One share (nearly every request) without the SmallVec: building and
+    /// moving the plain variant is what a post pays for.
+    fn from_iter<I: IntoIterator<Item = Arc<dyn Lease>>>(iter: I) -> Leases {
+        let mut it = iter.into_iter();
+        let Some(first) = it.next() else {
+            return Leases::None;
+        };
+        let Some(second) = it.next() else {
+            return Leases::One(first);
+        };
+        let mut v: SmallVec<[Arc<dyn Lease>; 4]> = SmallVec::from_iter([first, second]);
+        v.extend(it);
+        Leases::Many(v)
+    }
+}
 
 /// wr_id layout: bit 63 = receive queue, bit 62 = posted by the safe API
 /// (user ids of raw posts must keep it clear), bits 32..62 = the QP's
@@ -186,6 +213,22 @@ impl Pending {
         }
     }
 
+    /// The queue of receives (`recv`) or of sends.
+    pub(crate) fn queue(&mut self, recv: bool) -> &mut Queue {
+        if recv { &mut self.rq } else { &mut self.sq }
+    }
+
+    /// The sequence number of one more request on that queue, or `None`
+    /// when it is full (the request must not be posted).
+    pub(crate) fn claim(&mut self, recv: bool) -> Option<u64> {
+        if !self.queue(recv).has_room() {
+            return None;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        Some(seq)
+    }
+
     /// The completion of a tracked request of this QP (see [`Queue::complete`]).
     pub(crate) fn complete(&mut self, id: WrId) -> Option<u64> {
         if id.recv {
@@ -213,9 +256,7 @@ mod tests {
     fn lease(live: &Arc<AtomicUsize>) -> Leases {
         live.fetch_add(1, Ordering::Relaxed);
         let l: Arc<dyn Lease> = Arc::new(Counted(live.clone()));
-        let mut v = Leases::new();
-        v.push(l);
-        v
+        Leases::from_iter([l])
     }
 
     fn queue(signaled: &[bool], live: &Arc<AtomicUsize>) -> Queue {
@@ -224,6 +265,22 @@ mod tests {
             q.push(i as u64, 100 + i as u64, *s, lease(live));
         }
         q
+    }
+
+    #[test]
+    fn leases_of_any_count_are_all_released() {
+        let live = Arc::new(AtomicUsize::new(0));
+        for n in [0, 1, 2, 4, 5] {
+            let held: Leases = (0..n)
+                .map(|_| {
+                    live.fetch_add(1, Ordering::Relaxed);
+                    Arc::new(Counted(live.clone())) as Arc<dyn Lease>
+                })
+                .collect();
+            assert_eq!(live.load(Ordering::Acquire), n, "{n} held");
+            drop(held);
+            assert_eq!(live.load(Ordering::Acquire), 0, "{n} released");
+        }
     }
 
     #[test]

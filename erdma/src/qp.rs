@@ -183,7 +183,34 @@ impl Scratch {
 
 /// The shares of the regions a request names, held until its completion.
 fn leases(local: &[LocalSlice<'_>]) -> Leases {
-    local.iter().map(|l| l.memory().lease()).collect()
+    local.iter().map(|l| l.lease()).collect()
+}
+
+/// A single post's scatter/gather list on the stack: up to two entries (the
+/// usual requests); `None` for more, or for an entry the checks will refuse
+/// (the batch path reports it).
+fn stack_sges(local: &[LocalSlice<'_>]) -> Option<([sys::ibv_sge; 2], i32)> {
+    if local.len() > 2 {
+        return None;
+    }
+    let mut sges = [sys::ibv_sge {
+        addr: 0,
+        length: 0,
+        lkey: 0,
+    }; 2];
+    for (sge, l) in sges.iter_mut().zip(local) {
+        *sge = l.sge()?;
+    }
+    Some((sges, local.len() as i32))
+}
+
+/// The `sg_list` pointer of `n` entries at `sges` (null for none).
+fn sg_ptr(sges: &mut [sys::ibv_sge; 2], n: i32) -> *mut sys::ibv_sge {
+    if n == 0 {
+        std::ptr::null_mut()
+    } else {
+        sges.as_mut_ptr()
+    }
 }
 
 impl QpShared {
@@ -306,6 +333,10 @@ impl SendOp {
 
     fn writes_local(&self) -> bool {
         matches!(self, SendOp::Read(_)) || self.is_atomic()
+    }
+
+    fn has_imm(&self) -> bool {
+        matches!(self, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..))
     }
 }
 
@@ -935,9 +966,53 @@ impl QueuePair {
         })
     }
 
-    /// Posts one send request.
+    /// Posts one send request, with the checks and errors of
+    /// [`QueuePair::post_send_batch`]. Up to two scatter/gather entries are
+    /// built on the stack, without the batch's lists: this is the latency
+    /// path (one request per doorbell).
     pub fn post_send(&self, request: SendRequest<'_>) -> Result<()> {
-        self.post_send_batch(std::iter::once(request))
+        let Some((mut sges, n)) = stack_sges(&request.local) else {
+            return self.post_send_batch(std::iter::once(request));
+        };
+        self.require_rts()?;
+        self.check_send(&request)?;
+        let mut wr = build_send_wr(&request, 0);
+        wr.sg_list = sg_ptr(&mut sges, n);
+        wr.num_sge = n;
+        let mut guard = self.inner.lock();
+        let Some(seq) = guard.pending.claim(false) else {
+            return Err(self.full(&mut guard.pending, false));
+        };
+        wr.wr_id = WrId::encode(false, self.inner.generation, seq);
+        let sq = &mut guard.pending.sq;
+        sq.push(seq, request.wr_id, request.signaled, leases(&request.local));
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: live QP; `wr` and the entries in `sges` it points to live
+        // across the call; the memory they name is registered, and the
+        // request already holds its regions (in `sq`), under the lock,
+        // before any completion can be processed.
+        let rc = unsafe { sys::inline::ibv_post_send(self.inner.raw.0, &mut wr, &mut bad) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let posted = posted_count(rc, bad, &wr, 1);
+        sq.unpush(1 - posted);
+        drop(guard);
+        Err(self.post_send_error(rc, request.op.has_imm(), posted, 1))
+    }
+
+    /// [`Error::QpState`] unless the QP is RTS (sends need it).
+    fn require_rts(&self) -> Result<()> {
+        let s = self.state();
+        if s == QpState::Rts {
+            return Ok(());
+        }
+        Err(Error::QpState {
+            operation: "post_send",
+            qp_num: self.inner.qp_num,
+            state: s,
+            needed: "the QP must be RTS: connect it first",
+        })
     }
 
     /// Posts send requests as one chain (one doorbell). All are checked
@@ -948,15 +1023,7 @@ impl QueuePair {
         &self,
         requests: impl IntoIterator<Item = SendRequest<'a>>,
     ) -> Result<()> {
-        let s = self.state();
-        if s != QpState::Rts {
-            return Err(Error::QpState {
-                operation: "post_send",
-                qp_num: self.inner.qp_num,
-                state: s,
-                needed: "the QP must be RTS: connect it first",
-            });
-        }
+        self.require_rts()?;
         let mut guard = self.inner.lock();
         let Posting {
             pending: p,
@@ -971,7 +1038,7 @@ impl QueuePair {
                 if p.sq.has_room() {
                     Ok(())
                 } else {
-                    Err(self.queue_full("send", p.sq.len(), p.sq.capacity()))
+                    Err(self.full(p, false))
                 }
             });
             if let Err(e) = checked {
@@ -983,7 +1050,7 @@ impl QueuePair {
                 &r,
                 WrId::encode(false, self.inner.generation, first_seq + n as u64),
             ));
-            imm |= matches!(r.op, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..));
+            imm |= r.op.has_imm();
             p.sq.push(first_seq + n as u64, r.wr_id, r.signaled, leases(&r.local));
             n += 1;
         }
@@ -1008,13 +1075,15 @@ impl QueuePair {
         Err(self.post_send_error(rc, imm, posted, n))
     }
 
+    /// [`Error::QueueFull`] for the receive (`recv`) or send queue of `p`.
     #[cold]
-    fn queue_full(&self, queue: &'static str, outstanding: usize, capacity: usize) -> Error {
+    fn full(&self, p: &mut Pending, recv: bool) -> Error {
+        let q = p.queue(recv);
         Error::QueueFull {
-            queue,
+            queue: if recv { "receive" } else { "send" },
             qp_num: self.inner.qp_num,
-            outstanding,
-            capacity,
+            outstanding: q.len(),
+            capacity: q.capacity(),
         }
     }
 
@@ -1075,7 +1144,7 @@ impl QueuePair {
         }
         let mut total: u64 = 0;
         for l in r.local.iter() {
-            if l.memory().pd_raw() != self.inner.pd.as_raw() {
+            if !l.in_pd(self.inner.pd.as_raw()) {
                 return Err(bad(
                     "a local buffer is registered in another protection domain".into(),
                 ));
@@ -1086,7 +1155,7 @@ impl QueuePair {
                     l.len()
                 )));
             }
-            if r.op.writes_local() && !l.memory().access().contains(AccessFlags::LOCAL_WRITE) {
+            if r.op.writes_local() && !l.access().contains(AccessFlags::LOCAL_WRITE) {
                 return Err(bad(
                     "the local buffer must be registered with LOCAL_WRITE".into()
                 ));
@@ -1151,9 +1220,52 @@ impl QueuePair {
         Ok(())
     }
 
-    /// Posts one receive request.
+    /// Posts one receive request, with the checks and errors of
+    /// [`QueuePair::post_recv_batch`]; like [`QueuePair::post_send`], up to
+    /// two entries are built on the stack.
     pub fn post_recv(&self, request: RecvRequest<'_>) -> Result<()> {
-        self.post_recv_batch(std::iter::once(request))
+        let Some((mut sges, n)) = stack_sges(&request.local) else {
+            return self.post_recv_batch(std::iter::once(request));
+        };
+        self.require_recv_ready()?;
+        self.check_recv(&request)?;
+        let mut guard = self.inner.lock();
+        let Some(seq) = guard.pending.claim(true) else {
+            return Err(self.full(&mut guard.pending, true));
+        };
+        let mut wr = sys::ibv_recv_wr {
+            wr_id: WrId::encode(true, self.inner.generation, seq),
+            next: std::ptr::null_mut(),
+            sg_list: sg_ptr(&mut sges, n),
+            num_sge: n,
+        };
+        let rq = &mut guard.pending.rq;
+        rq.push(seq, request.wr_id, true, leases(&request.local));
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: as in post_send.
+        let rc = unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, &mut wr, &mut bad) };
+        if rc != 0 {
+            rq.unpush(1 - posted_count(rc, bad, &wr, 1));
+        }
+        drop(guard);
+        Error::check("ibv_post_recv", rc)
+    }
+
+    /// [`Error::QpState`] unless the QP takes receives: from INIT on, or
+    /// still in RESET when RDMA CM manages it (on iWARP the kernel moves it
+    /// during accept/connect).
+    fn require_recv_ready(&self) -> Result<()> {
+        let s = self.state();
+        let cm_managed = matches!(self.inner.owner, QpOwner::Cm(_)) && s == QpState::Reset;
+        if !matches!(s, QpState::Reset | QpState::Unknown(_)) || cm_managed {
+            return Ok(());
+        }
+        Err(Error::QpState {
+            operation: "post_recv",
+            qp_num: self.inner.qp_num,
+            state: s,
+            needed: "the QP must be at least INIT: connect it (or call to_init) first",
+        })
     }
 
     /// Posts receive requests as one chain. Allowed from INIT on. All are
@@ -1163,18 +1275,7 @@ impl QueuePair {
         &self,
         requests: impl IntoIterator<Item = RecvRequest<'a>>,
     ) -> Result<()> {
-        let s = self.state();
-        // A QP made by RDMA CM may take receives before the CM moves it (on
-        // iWARP the kernel does that during accept/connect).
-        let cm_managed = matches!(self.inner.owner, QpOwner::Cm(_)) && s == QpState::Reset;
-        if matches!(s, QpState::Reset | QpState::Unknown(_)) && !cm_managed {
-            return Err(Error::QpState {
-                operation: "post_recv",
-                qp_num: self.inner.qp_num,
-                state: s,
-                needed: "the QP must be at least INIT: connect it (or call to_init) first",
-            });
-        }
+        self.require_recv_ready()?;
         let mut guard = self.inner.lock();
         let Posting {
             pending: p,
@@ -1188,7 +1289,7 @@ impl QueuePair {
                 if p.rq.has_room() {
                     Ok(())
                 } else {
-                    Err(self.queue_full("receive", p.rq.len(), p.rq.capacity()))
+                    Err(self.full(p, true))
                 }
             });
             if let Err(e) = checked {
@@ -1213,16 +1314,7 @@ impl QueuePair {
         // SAFETY: as in post_send_batch.
         let rc =
             unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, sc.recv.as_mut_ptr(), &mut bad) };
-        let posted = if rc == 0 {
-            n
-        } else {
-            // Not found in the chain: assume all were posted, so that their
-            // memory stays held until the QP is destroyed.
-            sc.recv
-                .iter()
-                .position(|w| std::ptr::eq(w, bad))
-                .unwrap_or(n)
-        };
+        let posted = posted_count(rc, bad, sc.recv.as_ptr(), n);
         p.rq.unpush(n - posted);
         p.next_seq = first_seq + n as u64;
         drop(guard);
@@ -1242,13 +1334,13 @@ impl QueuePair {
             ));
         }
         for l in r.local.iter() {
-            if l.memory().pd_raw() != self.inner.pd.as_raw() {
+            if !l.in_pd(self.inner.pd.as_raw()) {
                 return Err(Error::invalid(
                     "post_recv",
                     "a buffer is registered in another protection domain",
                 ));
             }
-            if !l.memory().access().contains(AccessFlags::LOCAL_WRITE) {
+            if !l.access().contains(AccessFlags::LOCAL_WRITE) {
                 return Err(Error::invalid(
                     "post_recv",
                     "receive buffers must be registered with LOCAL_WRITE",
@@ -1393,12 +1485,7 @@ fn build_send_wr(r: &SendRequest<'_>, wr_id: u64) -> sys::ibv_send_wr {
 /// How many requests of a chain were posted: all on success, those before
 /// `bad` on failure, and all when `bad` is not in the chain (the memory of a
 /// request that may have been posted must stay held).
-fn posted_count(
-    rc: i32,
-    bad: *const sys::ibv_send_wr,
-    first: *const sys::ibv_send_wr,
-    n: usize,
-) -> usize {
+fn posted_count<W>(rc: i32, bad: *const W, first: *const W, n: usize) -> usize {
     if rc == 0 {
         return n;
     }
