@@ -8,8 +8,9 @@
 //! recommended NCCL environments) and prints one report; `--out DIR` keeps
 //! every host's document. This module is the pure part (no MPI): parsing the
 //! gathered documents, the comparisons, the report and the exit status.
-//! Measuring NIC pairs and NCCL across the hosts are the next stages; they
-//! are not built yet.
+//! With `--pairs`, every pair of ranks' NICs is then measured with erdma-perf
+//! ([`pairs`]) and the matrix joins the report. NCCL across the hosts is the
+//! next stage; it is not built yet.
 
 use std::collections::BTreeMap;
 
@@ -38,7 +39,7 @@ pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
     version,
     about = "erdma-doctor on every host of a cluster, under mpirun (one rank per host), \
              with one report",
-    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR]\n\
+    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs]\n\
                   Exit status: 0 every check ok on every host; 1 a warning; 2 a failure; \
                   3 bad arguments; 4 a report could not be written or read."
 )]
@@ -53,7 +54,13 @@ pub struct Args {
     /// Skip checks or groups, as erdma-doctor --skip does.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     pub skip: Vec<String>,
+    /// The NIC pair stage.
+    #[command(flatten)]
+    pub pair: pairs::PairArgs,
 }
+
+pub mod pairs;
+use pairs::Matrix;
 
 /// One rank's erdma-doctor document.
 #[derive(Debug, Clone)]
@@ -319,12 +326,19 @@ pub fn worst(reports: &[HostReport], across: &[Problem]) -> Status {
         .unwrap_or(Status::Ok)
 }
 
+/// The worst of the checks, the differences and the pair runs.
+pub fn overall(reports: &[HostReport], across: &[Problem], pairs: Option<&Matrix>) -> Status {
+    let w = worst(reports, across);
+    pairs.map_or(w, |m| w.max(m.status()))
+}
+
 /// The report rank 0 prints.
 pub fn render_text(
     meta: &RunMeta,
     reports: &[HostReport],
     problems: &[Problem],
     across: &[Problem],
+    pairs: Option<&Matrix>,
 ) -> String {
     let names: Vec<String> = reports.iter().map(HostReport::label).collect();
     let hosts = ranks_by_host(reports).len();
@@ -368,7 +382,10 @@ pub fn render_text(
             push_problem(&mut s, p, reports.len());
         }
     }
-    let worst = worst(reports, across);
+    if let Some(m) = pairs {
+        s.push_str(&m.render_text(&names));
+    }
+    let worst = overall(reports, across, pairs);
     s.push_str(&format!(
         "# result: {} (exit {})\n",
         worst.as_str(),
@@ -413,9 +430,10 @@ pub fn render_json(
     reports: &[HostReport],
     problems: &[Problem],
     across: &[Problem],
+    pairs: Option<&Matrix>,
 ) -> Value {
     let mut m = meta.to_json();
-    let worst = worst(reports, across);
+    let worst = overall(reports, across, pairs);
     m.insert("status".into(), json!(worst));
     m.insert("exit_status".into(), json!(worst.exit_code()));
     m.insert(
@@ -437,6 +455,9 @@ pub fn render_json(
         "reports".into(),
         reports.iter().map(|r| r.doc.clone()).collect(),
     );
+    if let Some(p) = pairs {
+        m.insert("pairs".into(), p.to_json());
+    }
     Value::Object(m)
 }
 
@@ -444,6 +465,15 @@ pub fn render_json(
 /// `doctor-HOST-rankN.json` when ranks share a host. Host names are reduced
 /// to `[A-Za-z0-9._-]` so that a name cannot leave the directory.
 pub fn file_names(reports: &[HostReport]) -> Vec<String> {
+    safe_labels(reports)
+        .iter()
+        .map(|l| format!("doctor-{l}.json"))
+        .collect()
+}
+
+/// Each rank's name in file names: its host reduced to `[A-Za-z0-9._-]`
+/// (no leading dot), with `-rankN` when ranks share the host.
+fn safe_labels(reports: &[HostReport]) -> Vec<String> {
     reports
         .iter()
         .map(|r| {
@@ -460,18 +490,20 @@ pub fn file_names(reports: &[HostReport]) -> Vec<String> {
                 .collect();
             let safe = safe.trim_start_matches('.');
             if r.shares_host {
-                format!("doctor-{safe}-rank{}.json", r.rank)
+                format!("{safe}-rank{}", r.rank)
             } else {
-                format!("doctor-{safe}.json")
+                safe.to_owned()
             }
         })
         .collect()
 }
 
-/// Writes every rank's document and cluster.json into `dir` (created).
+/// Writes every rank's document, each pair run's erdma-perf document
+/// (`perf-CLIENT-SERVER.json`) and cluster.json into `dir` (created).
 pub fn write_out(
     dir: &std::path::Path,
     reports: &[HostReport],
+    pairs: Option<&Matrix>,
     whole: &Value,
 ) -> Result<(), String> {
     let fail = |what: &std::path::Path, e: std::io::Error| {
@@ -485,33 +517,50 @@ pub fn write_out(
         let p = dir.join(name);
         std::fs::write(&p, format!("{:#}\n", r.doc)).map_err(|e| fail(&p, e))?;
     }
+    let labels = safe_labels(reports);
+    for (c, s, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
+        let (Some(c), Some(s)) = (labels.get(c), labels.get(s)) else {
+            continue;
+        };
+        let p = dir.join(format!("perf-{c}-{s}.json"));
+        std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| fail(&p, e))?;
+    }
     let p = dir.join("cluster.json");
     std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))
 }
 
 /// Rank 0's work once the documents are gathered: prints the report (text
 /// or JSON) to `out`, writes `--out`; returns the exit status.
+/// `pairs`: what each rank sent of the pair stage (`--pairs`).
 pub fn report(
     args: &Args,
     meta: &RunMeta,
     raw: &[Vec<u8>],
+    pairs: Option<&[Vec<u8>]>,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> i32 {
-    let reports = match parse_reports(raw) {
-        Ok(r) => r,
+    let parsed = parse_reports(raw).and_then(|r| {
+        let m = pairs
+            .map(|p| Matrix::from_ranks(&args.pair.pair_test, p))
+            .transpose()?;
+        Ok((r, m))
+    });
+    let (reports, matrix) = match parsed {
+        Ok(x) => x,
         Err(e) => {
             let _ = writeln!(err, "erdma-cluster: {e}");
             return EXIT_OUTPUT;
         }
     };
+    let m = matrix.as_ref();
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
-    let whole = render_json(meta, &reports, &problems, &across);
+    let whole = render_json(meta, &reports, &problems, &across, m);
     let text = if args.json {
         format!("{whole}\n")
     } else {
-        render_text(meta, &reports, &problems, &across)
+        render_text(meta, &reports, &problems, &across, m)
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         let _ = writeln!(
@@ -521,12 +570,12 @@ pub fn report(
         return EXIT_OUTPUT;
     }
     if let Some(dir) = &args.out
-        && let Err(e) = write_out(dir, &reports, &whole)
+        && let Err(e) = write_out(dir, &reports, m, &whole)
     {
         let _ = writeln!(err, "erdma-cluster: {e}");
         return EXIT_OUTPUT;
     }
-    worst(&reports, &across).exit_code()
+    overall(&reports, &across, m).exit_code()
 }
 
 /// Whether every `--skip` name is a check or group of erdma-doctor.

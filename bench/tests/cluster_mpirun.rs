@@ -100,3 +100,63 @@ fn an_unwritable_out_dir_exits_4_on_every_rank() {
         "{err}"
     );
 }
+
+#[test]
+fn pairs_without_rdma_fail_every_run_once() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let (code, out, err) = mpirun(
+        2,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--perf-args",
+            "-s 4096 -n 10",
+        ],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    let pairs = &v["pairs"];
+    assert_eq!(pairs["test"], "write_bw");
+    assert_eq!(pairs["status"], "fail");
+    // Two directions, each seen from both sides.
+    let runs = pairs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{pairs}");
+    for r in runs {
+        let e = r["error"].as_str().expect("every run failed");
+        assert!(e.starts_with("no RDMA device"), "{e}");
+    }
+    assert_eq!(
+        pairs["gbps"],
+        serde_json::json!([[null, null], [null, null]])
+    );
+    // The text report says each error once.
+    let (code, out, _) = mpirun(2, &["--skip", "gpu", "--pairs"]);
+    assert_eq!(code, Some(2));
+    assert!(out.contains("# NIC pairs: erdma-perf write_bw"), "{out}");
+    assert_eq!(
+        out.matches("fail  4 run(s): no RDMA device").count(),
+        1,
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_pair_options_are_said_once() {
+    let (code, out, err) = mpirun(2, &["--pairs", "--perf-args", "--no-such-option"]);
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert_eq!(
+        err.matches("erdma-cluster: --perf-args: ").count(),
+        1,
+        "{err}"
+    );
+    let (code, _, err) = mpirun(2, &["--pairs", "--pair-test", "send_lat"]);
+    assert_eq!(code, Some(3), "{err}");
+    let (code, _, err) = mpirun(2, &["--pairs", "--pair-port", "65535"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("take a lower port"), "{err}");
+}

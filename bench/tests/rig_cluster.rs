@@ -34,3 +34,87 @@ fn two_ranks_gather_real_reports() {
     assert_eq!(across.len(), 1, "{across:?}");
     assert_eq!(across[0]["id"], "cluster.one-rank-per-host");
 }
+
+/// `erdma-cluster --pairs` on two devices of the rig: the matrix (both
+/// directions measured), and each client's erdma-perf document under --out.
+fn pairs_on(devices: &str, perf_args: &str, tag: &str, port: &str) {
+    // One pair job at a time: two would share the 2-CPU VM (and its ports).
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir =
+        std::env::temp_dir().join(format!("erdma-cluster-pairs-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, text, err) = mpirun(
+        2,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--devices",
+            devices,
+            "--perf-args",
+            perf_args,
+            "--pair-port",
+            port,
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    let pairs = &v["pairs"];
+    assert_eq!(pairs["status"], "ok", "{pairs:#}{err}");
+    // Both ranks on one VM: the shared-host warning, nothing worse.
+    assert_eq!(code, Some(1), "{text}{err}");
+    for (i, j) in [(0, 1), (1, 0)] {
+        let g = pairs["gbps"][i][j].as_f64().expect("a bandwidth");
+        assert!(g > 0.0, "{i} -> {j}: {g}");
+    }
+    assert_eq!(pairs["runs"].as_array().unwrap().len(), 4, "{pairs:#}");
+    let mut perf: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("perf-"))
+        .collect();
+    perf.sort();
+    assert_eq!(perf.len(), 2, "{perf:?}");
+    for f in &perf {
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(f)).unwrap()).unwrap();
+        assert_eq!(doc["tool"], "erdma-perf", "{f}");
+        assert_eq!(doc["role"], "client", "{f}");
+        assert!(
+            doc["results"][0]["bw_avg_gbps"].as_f64().unwrap() > 0.0,
+            "{f}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn pairs_over_rxe_with_gids() {
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    pairs_on(
+        "rxe0,rxe1",
+        &format!("-x {gid} -s 65536 -n 200 --report_gbits"),
+        "rxe",
+        "18600",
+    );
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn pairs_over_siw_through_rdma_cm() {
+    if std::env::var("ERDMA_RIG_SIW").map_or(true, |s| s.is_empty()) {
+        eprintln!("no siw in this rig run");
+        return;
+    }
+    // No -R given: siw is iWARP, the stage adds it.
+    pairs_on(
+        "siw0,siw1",
+        "-s 65536 -n 200 --report_gbits",
+        "siw",
+        "18700",
+    );
+}

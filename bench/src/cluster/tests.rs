@@ -33,7 +33,7 @@ fn run(raw: &[Vec<u8>], a: &[&str]) -> (i32, String, String) {
     let args =
         Args::try_parse_from(std::iter::once("erdma-cluster").chain(a.iter().copied())).unwrap();
     let (mut o, mut e) = (Vec::new(), Vec::new());
-    let code = report(&args, &meta("h0"), raw, &mut o, &mut e);
+    let code = report(&args, &meta("h0"), raw, None, &mut o, &mut e);
     (
         code,
         String::from_utf8(o).unwrap(),

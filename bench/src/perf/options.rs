@@ -147,6 +147,9 @@ pub struct Options {
     pub persistent: bool,
     /// erdma-perf: `--timeout SEC`.
     pub timeout: Duration,
+    /// How long a server waits for its client: `None` (the command line's
+    /// only choice) waits for ever, as perftest does; erdma-cluster bounds it.
+    pub wait: Option<Duration>,
 }
 
 /// What the command line asks for.
@@ -623,6 +626,7 @@ fn defaults(case: &'static TestCase, argv: &[String]) -> Options {
         verify: false,
         persistent: false,
         timeout: Duration::from_secs(60),
+        wait: None,
     }
 }
 

@@ -40,12 +40,12 @@ impl CmCommListener {
         Ok(CmCommListener { listener, addr })
     }
 
-    /// Waits (for ever) for a client and accepts it.
-    pub fn accept(&self, timeout: Duration) -> PerfResult<CmComm> {
+    /// Waits for a client (for ever, or at most `wait`) and accepts it.
+    pub fn accept(&self, timeout: Duration, wait: Option<Duration>) -> PerfResult<CmComm> {
         let req = loop {
-            match self.listener.get_request(LISTEN_SLICE) {
+            match self.listener.get_request(wait.unwrap_or(LISTEN_SLICE)) {
                 Ok(r) => break r,
-                Err(erdma::Error::Timeout { .. }) => continue,
+                Err(erdma::Error::Timeout { .. }) if wait.is_none() => continue,
                 Err(e) => {
                     return Err(PerfError::rdma(
                         format!("wait for a client on {}", self.addr),

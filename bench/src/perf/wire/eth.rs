@@ -47,8 +47,17 @@ impl EthListener {
         self.port
     }
 
-    /// Waits (for ever) for the next client.
-    pub fn accept(&self, timeout: Duration) -> PerfResult<EthComm> {
+    /// Waits for the next client: for ever, or at most `wait`.
+    pub fn accept(&self, timeout: Duration, wait: Option<Duration>) -> PerfResult<EthComm> {
+        if let Some(w) = wait
+            && !readable(&self.listener, w)
+        {
+            return Err(PerfError::Peer(format!(
+                "no client on TCP port {} within {} s: did the client start (same test, same -p port)?",
+                self.port,
+                w.as_secs()
+            )));
+        }
         loop {
             match self.listener.accept() {
                 Ok((stream, peer)) => return EthComm::new(stream, peer, timeout),
@@ -61,6 +70,30 @@ impl EthListener {
                     )));
                 }
             }
+        }
+    }
+}
+
+/// Whether `l` has a connection to accept within `wait` (poll; an
+/// interrupted poll starts over with the time left).
+fn readable(l: &TcpListener, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: l.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd, on a descriptor `l` keeps open.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if n > 0 {
+            return true;
+        }
+        let interrupted = n < 0 && std::io::Error::last_os_error().kind() == ErrorKind::Interrupted;
+        if !interrupted || left.is_zero() {
+            return false;
         }
     }
 }
@@ -310,8 +343,26 @@ mod tests {
         let l = EthListener::bind(Some(Ipv4Addr::LOCALHOST), 0).unwrap();
         let port = l.listener.local_addr().unwrap().port();
         let client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let server = l.accept(Duration::from_millis(300)).unwrap();
+        let server = l.accept(Duration::from_millis(300), None).unwrap();
         (server, client)
+    }
+
+    #[test]
+    fn a_bounded_wait_without_a_client_is_an_error() {
+        let l = EthListener::bind(Some(Ipv4Addr::LOCALHOST), 0).unwrap();
+        let t0 = Instant::now();
+        let e = l
+            .accept(Duration::from_secs(1), Some(Duration::from_millis(100)))
+            .unwrap_err();
+        assert!(e.to_string().contains("no client on TCP port"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        // A client that is there is taken at once.
+        let port = l.listener.local_addr().unwrap().port();
+        let _c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        assert!(
+            l.accept(Duration::from_secs(1), Some(Duration::from_secs(5)))
+                .is_ok()
+        );
     }
 
     fn key() -> RunKey {
