@@ -88,6 +88,19 @@ fn pairs_on(devices: &str, perf_args: &str, tag: &str, port: &str) {
             "{f}"
         );
     }
+    // What the documents are kept for: erdma-compare reads them (one
+    // direction against the other, the same test and size).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_erdma-compare"))
+        .args(perf.iter().map(|f| dir.join(f)))
+        .output()
+        .expect("run erdma-compare");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let why = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}{why}");
+    assert!(
+        text.contains("RDMA_Write BW") && text.contains("64 KiB"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
