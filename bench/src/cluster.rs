@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 use crate::doctor::Status;
 use crate::meta::RunMeta;
 
+pub mod pairs;
+use pairs::Matrix;
+
 /// Exit status: every check passed on every host.
 pub const EXIT_OK: i32 = crate::doctor::EXIT_OK;
 /// At least one warning (a check on a host, or a difference between hosts).
@@ -58,9 +61,6 @@ pub struct Args {
     #[command(flatten)]
     pub pair: pairs::PairArgs,
 }
-
-pub mod pairs;
-use pairs::Matrix;
 
 /// One rank's erdma-doctor document.
 #[derive(Debug, Clone)]

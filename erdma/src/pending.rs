@@ -201,7 +201,7 @@ impl Queue {
 pub(crate) struct Pending {
     pub(crate) sq: Queue,
     pub(crate) rq: Queue,
-    pub(crate) next_seq: u64,
+    next_seq: u64,
 }
 
 impl Pending {
@@ -214,8 +214,8 @@ impl Pending {
     }
 
     /// The queue of receives (`recv`) or of sends.
-    pub(crate) fn queue(&mut self, recv: bool) -> &mut Queue {
-        if recv { &mut self.rq } else { &mut self.sq }
+    pub(crate) fn queue(&self, recv: bool) -> &Queue {
+        if recv { &self.rq } else { &self.sq }
     }
 
     /// The sequence number of one more request on that queue, or `None`

@@ -981,7 +981,7 @@ impl QueuePair {
         wr.num_sge = n;
         let mut guard = self.inner.lock();
         let Some(seq) = guard.pending.claim(false) else {
-            return Err(self.full(&mut guard.pending, false));
+            return Err(self.full(&guard.pending, false));
         };
         wr.wr_id = WrId::encode(false, self.inner.generation, seq);
         let sq = &mut guard.pending.sq;
@@ -1030,28 +1030,26 @@ impl QueuePair {
             scratch: sc,
         } = &mut *guard;
         sc.clear();
-        let first_seq = p.next_seq;
         let mut n = 0usize;
         let mut imm = false;
         for r in requests {
-            let checked = self.check_send(&r).and_then(|()| {
-                if p.sq.has_room() {
-                    Ok(())
-                } else {
-                    Err(self.full(p, false))
+            let claimed = self
+                .check_send(&r)
+                .and_then(|()| p.claim(false).ok_or_else(|| self.full(p, false)));
+            let seq = match claimed {
+                Ok(seq) => seq,
+                Err(e) => {
+                    p.sq.unpush(n);
+                    return Err(e);
                 }
-            });
-            if let Err(e) = checked {
-                p.sq.unpush(n);
-                return Err(e);
-            }
+            };
             sc.add_sges(&r.local);
             sc.send.push(build_send_wr(
                 &r,
-                WrId::encode(false, self.inner.generation, first_seq + n as u64),
+                WrId::encode(false, self.inner.generation, seq),
             ));
             imm |= r.op.has_imm();
-            p.sq.push(first_seq + n as u64, r.wr_id, r.signaled, leases(&r.local));
+            p.sq.push(seq, r.wr_id, r.signaled, leases(&r.local));
             n += 1;
         }
         if n == 0 {
@@ -1067,7 +1065,6 @@ impl QueuePair {
             unsafe { sys::inline::ibv_post_send(self.inner.raw.0, sc.send.as_mut_ptr(), &mut bad) };
         let posted = posted_count(rc, bad, sc.send.as_ptr(), n);
         p.sq.unpush(n - posted);
-        p.next_seq = first_seq + n as u64;
         drop(guard);
         if rc == 0 {
             return Ok(());
@@ -1077,7 +1074,7 @@ impl QueuePair {
 
     /// [`Error::QueueFull`] for the receive (`recv`) or send queue of `p`.
     #[cold]
-    fn full(&self, p: &mut Pending, recv: bool) -> Error {
+    fn full(&self, p: &Pending, recv: bool) -> Error {
         let q = p.queue(recv);
         Error::QueueFull {
             queue: if recv { "receive" } else { "send" },
@@ -1231,7 +1228,7 @@ impl QueuePair {
         self.check_recv(&request)?;
         let mut guard = self.inner.lock();
         let Some(seq) = guard.pending.claim(true) else {
-            return Err(self.full(&mut guard.pending, true));
+            return Err(self.full(&guard.pending, true));
         };
         let mut wr = sys::ibv_recv_wr {
             wr_id: WrId::encode(true, self.inner.generation, seq),
@@ -1282,28 +1279,26 @@ impl QueuePair {
             scratch: sc,
         } = &mut *guard;
         sc.clear();
-        let first_seq = p.next_seq;
         let mut n = 0usize;
         for r in requests {
-            let checked = self.check_recv(&r).and_then(|()| {
-                if p.rq.has_room() {
-                    Ok(())
-                } else {
-                    Err(self.full(p, true))
+            let claimed = self
+                .check_recv(&r)
+                .and_then(|()| p.claim(true).ok_or_else(|| self.full(p, true)));
+            let seq = match claimed {
+                Ok(seq) => seq,
+                Err(e) => {
+                    p.rq.unpush(n);
+                    return Err(e);
                 }
-            });
-            if let Err(e) = checked {
-                p.rq.unpush(n);
-                return Err(e);
-            }
+            };
             sc.add_sges(&r.local);
             sc.recv.push(sys::ibv_recv_wr {
-                wr_id: WrId::encode(true, self.inner.generation, first_seq + n as u64),
+                wr_id: WrId::encode(true, self.inner.generation, seq),
                 next: std::ptr::null_mut(),
                 sg_list: std::ptr::null_mut(),
                 num_sge: 0,
             });
-            p.rq.push(first_seq + n as u64, r.wr_id, true, leases(&r.local));
+            p.rq.push(seq, r.wr_id, true, leases(&r.local));
             n += 1;
         }
         if n == 0 {
@@ -1316,7 +1311,6 @@ impl QueuePair {
             unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, sc.recv.as_mut_ptr(), &mut bad) };
         let posted = posted_count(rc, bad, sc.recv.as_ptr(), n);
         p.rq.unpush(n - posted);
-        p.next_seq = first_seq + n as u64;
         drop(guard);
         Error::check("ibv_post_recv", rc)
     }

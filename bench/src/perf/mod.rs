@@ -158,7 +158,7 @@ fn accept(o: &Options, eth: Option<&EthListener>) -> PerfResult<Box<dyn wire::Co
     // Listening before the banner: a script may start the client when it
     // sees it. The RDMA CM listener goes after each accept: the test QPs
     // listen on the same port later (as perftest).
-    let cm = if eth.is_none() {
+    let cm = if o.rdma_cm {
         Some(CmCommListener::bind(o.source_ip, o.port)?)
     } else {
         None
