@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# bench-datapath.sh - the safe API's post + poll against the same loop in C,
-# side by side, in the rig (rxe0 <-> rxe1): runs benches/datapath.rs RUNS
-# times in one VM boot, alternating which of Rust and C is measured first,
-# and prints per run and as medians: time per operation of each, the
-# Rust/C ratio, and the C loop's spread against itself (run to run).
+# bench-datapath.sh - the safe API's post + poll (per request, and on a Lane:
+# prepared once) against the same loop in C, side by side, in the rig
+# (rxe0 <-> rxe1): runs benches/datapath.rs RUNS times in one VM boot,
+# alternating which of Rust and C is measured first, and prints per run and
+# as medians: time per operation of each, the Rust/C and Lane/C ratios, and
+# the C loop's spread against itself (run to run).
 # Also runs the two-host bench once (erdma-bench-server on rxe1, sleeping
 # on its completion channel so that it does not starve the client in the
 # 2-CPU VM; the criterion client on rxe0) and the memory registration group.
@@ -76,17 +77,20 @@ p(f"Date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; host
 for op in ["write_inline_8B", "send_recv_8B"]:
     try:
         rust = [est(work / f"r{r}", "post_poll", f"rust_{op}") for r in range(1, runs + 1)]
+        lane = [est(work / f"r{r}", "post_poll", f"lane_{op}") for r in range(1, runs + 1)]
         c = [est(work / f"r{r}", "post_poll", f"c_{op}") for r in range(1, runs + 1)]
     except FileNotFoundError:
         p(f"{op}: not measured\n"); continue
-    p(f"## {op}\n\n| run | C first | Rust (us) | C (us) | Rust/C |\n|---|---|---|---|---|")
-    for i, (a, b) in enumerate(zip(rust, c), 1):
-        p(f"| {i} | {'yes' if i % 2 == 0 else 'no'} | {a:.2f} | {b:.2f} | {a/b:.3f} |")
+    p(f"## {op}\n\n| run | C first | Rust (us) | Lane (us) | C (us) | Rust/C | Lane/C |\n|---|---|---|---|---|---|---|")
+    for i, (a, l, b) in enumerate(zip(rust, lane, c), 1):
+        p(f"| {i} | {'yes' if i % 2 == 0 else 'no'} | {a:.2f} | {l:.2f} | {b:.2f} | {a/b:.3f} | {l/b:.3f} |")
     ratios = [a / b for a, b in zip(rust, c)]
-    p(f"\nMedian: Rust {st.median(rust):.2f} us, C {st.median(c):.2f} us, "
-      f"**Rust/C {st.median(rust)/st.median(c):.3f}** (median of per-run ratios {st.median(ratios):.3f}, "
-      f"range {min(ratios):.3f}-{max(ratios):.3f}). C against itself: run-to-run range "
-      f"{min(c):.2f}-{max(c):.2f} us, max/min {max(c)/min(c):.3f}.\n")
+    lratios = [a / b for a, b in zip(lane, c)]
+    p(f"\nMedian: Rust {st.median(rust):.2f} us, Lane {st.median(lane):.2f} us, C {st.median(c):.2f} us, "
+      f"**Rust/C {st.median(rust)/st.median(c):.3f}, Lane/C {st.median(lane)/st.median(c):.3f}** "
+      f"(median of per-run ratios {st.median(ratios):.3f} and {st.median(lratios):.3f}, "
+      f"ranges {min(ratios):.3f}-{max(ratios):.3f} and {min(lratios):.3f}-{max(lratios):.3f}). "
+      f"C against itself: run-to-run range {min(c):.2f}-{max(c):.2f} us, max/min {max(c)/min(c):.3f}.\n")
 p("## Memory registration (ibv_reg_mr + ibv_dereg_mr, rxe0)\n\n| size | time (us) |\n|---|---|")
 reg = work / "reg" / "reg_mr"
 for d in sorted(reg.iterdir() if reg.exists() else [], key=lambda d: int(d.name) if d.name.isdigit() else 0):

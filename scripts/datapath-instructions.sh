@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# datapath-instructions.sh - the safe API's post + poll against the same loop in C, counted in
+# datapath-instructions.sh - the safe API's post + poll (per request, and on a Lane: prepared
+# once) against the same loop in C, counted in
 # user-space instructions (callgrind) instead of time: in the rig's emulated VM the time of
 # both loops moves by 1.8-2x run to run (scripts/bench-datapath.sh), an instruction count
 # does not. Runs erdma-datapath-count (benches/src/loops.rs, the loops of the criterion bench)
@@ -21,7 +22,7 @@ if [[ ${1:-} == --in-vm ]]; then
   ITERS=$2 ROUNDS=$3 BIN=$4 WORK=$5
   for r in $(seq 1 "$ROUNDS"); do
     for loop in write_inline send_recv; do
-      for lang in rust c; do
+      for lang in rust lane c; do
         for n in "$ITERS" $((3 * ITERS)); do
           f=$WORK/cg-$r-$loop-$lang-$n.out
           if ! line=$(valgrind --tool=callgrind --callgrind-out-file="$f" "$BIN" "$lang" "$loop" "$n" 2>"$WORK/vg.log"); then
@@ -72,16 +73,16 @@ for (loop, lang, r), d in data.items():
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 print(f"post + poll in user-space instructions per iteration (callgrind; rig VM, rxe0 <-> rxe1; {now}; host {platform.node()})\n")
 print(f"Command: scripts/datapath-instructions.sh --iters {iters} --rounds {rounds}\n")
-print("| loop | Rust instr/iter | C instr/iter | Rust/C | Rust - C | empty polls/iter Rust | C | rounds |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| loop | Rust instr/iter | Lane instr/iter | C instr/iter | Rust/C | Lane/C | Lane - C | empty polls/iter Rust | Lane | C | rounds |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for loop in ("write_inline", "send_recv"):
-    if (loop, "rust") not in per or (loop, "c") not in per:
+    if any((loop, k) not in per for k in ("rust", "lane", "c")):
         continue
-    ru = statistics.median(v[0] for v in per[(loop, "rust")])
-    cc = statistics.median(v[0] for v in per[(loop, "c")])
-    er = statistics.median(v[1] for v in per[(loop, "rust")])
-    ec = statistics.median(v[1] for v in per[(loop, "c")])
+    ins = {k: statistics.median(v[0] for v in per[(loop, k)]) for k in ("rust", "lane", "c")}
+    emp = {k: statistics.median(v[1] for v in per[(loop, k)]) for k in ("rust", "lane", "c")}
     spread = lambda k: "/".join(f"{v[0]:.0f}" for v in per[(loop, k)])
-    print(f"| {loop}_8B | {ru:.0f} ({spread('rust')}) | {cc:.0f} ({spread('c')}) | {ru / cc:.3f} | {ru - cc:.0f} | {er:.2f} | {ec:.2f} | {rounds} |")
+    ru, la, cc = ins["rust"], ins["lane"], ins["c"]
+    print(f"| {loop}_8B | {ru:.0f} ({spread('rust')}) | {la:.0f} ({spread('lane')}) | {cc:.0f} ({spread('c')}) "
+          f"| {ru / cc:.3f} | {la / cc:.3f} | {la - cc:.0f} | {emp['rust']:.2f} | {emp['lane']:.2f} | {emp['c']:.2f} | {rounds} |")
 PY
 if [[ -n $OUT ]]; then cp "$WORK/report.md" "$OUT"; fi

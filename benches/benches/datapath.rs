@@ -6,9 +6,11 @@
 //! cargo bench -p erdma-benches --bench datapath            # first device, twice
 //! ERDMA_BENCH_DEVS="rxe0 rxe1" cargo bench -p erdma-benches --bench datapath
 //! ```
-//! Groups: `post_poll/{rust,c}/write_inline_8B` (a signaled inline RDMA WRITE
-//! posted and polled to completion), `post_poll/{rust,c}/send_recv_8B` (a
-//! receive posted, an 8-byte SEND, both completions polled), and
+//! Groups: `post_poll/{rust,lane,c}/write_inline_8B` (a signaled inline RDMA
+//! WRITE posted and polled to completion), `post_poll/{rust,lane,c}/send_recv_8B`
+//! (a receive posted, an 8-byte SEND, both completions polled), where `rust`
+//! posts each request through `QueuePair::post_send`, `lane` posts a request
+//! prepared once on an `erdma::Lane`, and `c` is the loop in C; and
 //! `reg_mr/<size>` (ibv_reg_mr + ibv_dereg_mr of an already touched buffer,
 //! 4 KiB to 1 GiB, sizes above half the available memory skipped).
 //! `scripts/bench-datapath.sh` runs it in the rig and prints the Rust/C ratios.
@@ -32,25 +34,19 @@ fn timed(iters: u64, run: impl FnOnce(u64) -> Result<u64, String>) -> Duration {
     t
 }
 
-/// Benches the Rust and C versions of one loop, in the order asked for.
-fn pair(
-    g: &mut Group<'_>,
-    name: &str,
-    c_first: bool,
-    rust: impl Fn(u64) -> Result<u64, String>,
-    c: impl Fn(u64) -> Result<u64, String>,
-) {
-    let mut one = |lang: &str, run: &dyn Fn(u64) -> Result<u64, String>| {
+/// One loop: its name and how to run it `n` times.
+type Loop<'a> = (&'static str, &'a dyn Fn(u64) -> Result<u64, String>);
+
+/// Benches the versions of one loop (Rust, lane, C), in that order or, with
+/// `c_first`, the reverse.
+fn versions(g: &mut Group<'_>, name: &str, c_first: bool, mut loops: [Loop<'_>; 3]) {
+    if c_first {
+        loops.reverse();
+    }
+    for (lang, run) in loops {
         g.bench_function(format!("{lang}/{name}"), |bch| {
             bch.iter_custom(|n| timed(n, run))
         });
-    };
-    if c_first {
-        one("c", &c);
-        one("rust", &rust);
-    } else {
-        one("rust", &rust);
-        one("c", &c);
     }
 }
 
@@ -69,16 +65,24 @@ fn post_poll(c: &mut Criterion) {
     // alternate the order between runs (scripts/bench-datapath.sh).
     let c_first = std::env::var("ERDMA_BENCH_C_FIRST").is_ok_and(|v| v == "1");
     if f.has_inline() {
-        let (rust, c) = (|n| f.rust_write_inline(n), |n| f.c_write_inline(n));
-        pair(&mut g, "write_inline_8B", c_first, rust, c);
+        let loops: [Loop<'_>; 3] = [
+            ("rust", &|n| f.rust_write_inline(n)),
+            ("lane", &|n| f.lane_write_inline(n)),
+            ("c", &|n| f.c_write_inline(n)),
+        ];
+        versions(&mut g, "write_inline_8B", c_first, loops);
     } else {
         skip(&format!(
             "{} has no inline data: write_inline_8B not measured",
             f.label
         ));
     }
-    let (rust, c) = (|n| f.rust_send_recv(n), |n| f.c_send_recv(n));
-    pair(&mut g, "send_recv_8B", c_first, rust, c);
+    let loops: [Loop<'_>; 3] = [
+        ("rust", &|n| f.rust_send_recv(n)),
+        ("lane", &|n| f.lane_send_recv(n)),
+        ("c", &|n| f.c_send_recv(n)),
+    ];
+    versions(&mut g, "send_recv_8B", c_first, loops);
     g.finish();
 }
 

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -222,6 +223,9 @@ pub(crate) struct CqInner {
     /// The QPs whose completions come here, to release the memory their
     /// finished requests held.
     qps: Mutex<Attached>,
+    /// Serves a [`crate::Lane`] alone, for good (set under `qps`'s lock):
+    /// no other QP may use it and only the lane polls it.
+    dedicated: AtomicBool,
 }
 
 /// The QPs attached to a CQ, by generation, and the completions their queues
@@ -343,6 +347,7 @@ impl CompletionQueue {
                 ctx: ctx.clone(),
                 entries: actual,
                 qps: Mutex::new(Attached::default()),
+                dedicated: AtomicBool::new(false),
             }),
         })
     }
@@ -377,6 +382,12 @@ impl CompletionQueue {
     /// hold them: an overrun CQ loses completions and goes to error.
     pub(crate) fn reserve(&self, n: u32, what: &str) -> Result<()> {
         let mut a = self.attached();
+        if self.is_dedicated() {
+            return Err(Error::invalid(
+                "ibv_create_qp",
+                "the CQ serves a Lane, alone: create another CQ for this QP",
+            ));
+        }
         let want = a.reserved + u64::from(n);
         if want > u64::from(self.inner.entries) {
             return Err(Error::invalid(
@@ -401,6 +412,41 @@ impl CompletionQueue {
         self.attached().reserved
     }
 
+    /// Whether the CQ serves a [`crate::Lane`].
+    fn is_dedicated(&self) -> bool {
+        self.inner.dedicated.load(Ordering::Acquire)
+    }
+
+    /// `Ok` when the QP of `generation` is the only one using this CQ (its
+    /// `which` CQ), so that it may become a lane's own; with `mark`, makes it
+    /// so under the same lock: the QP's completions are no longer matched
+    /// here, the lane polls them raw, and no other QP may use the CQ.
+    pub(crate) fn dedicate(&self, generation: u32, which: &str, mark: bool) -> Result<()> {
+        let mut a = self.attached();
+        let others = a.by_generation.keys().filter(|&&g| g != generation).count();
+        if self.is_dedicated() || others > 0 {
+            return Err(Error::invalid(
+                "Lane::new",
+                format!(
+                    "the {which} CQ also serves {} other queue pair(s): a lane needs completion \
+                     queues of its own (create a CQ for this QP alone)",
+                    others.max(1)
+                ),
+            ));
+        }
+        if mark {
+            a.by_generation.remove(&generation);
+            self.inner.dedicated.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Undoes [`CompletionQueue::dedicate`] for a lane that was not made.
+    pub(crate) fn undedicate(&self) {
+        let _a = self.attached();
+        self.inner.dedicated.store(false, Ordering::Release);
+    }
+
     pub(crate) fn attach(&self, generation: u32, qp: Weak<QpShared>) {
         self.attached().by_generation.insert(generation, qp);
     }
@@ -413,7 +459,15 @@ impl CompletionQueue {
     /// Completing a request releases the memory regions it held. Completions
     /// of requests posted through the safe API on a QP that has since been
     /// dropped are stale and not returned.
+    /// A CQ that serves a [`crate::Lane`] is polled through the lane only
+    /// ([`Error::InvalidArgument`] here).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        if self.is_dedicated() {
+            return Err(Error::invalid(
+                "CompletionQueue::poll",
+                "this CQ serves a Lane: poll it with Lane::poll_send/poll_recv",
+            ));
+        }
         // Only the entries a call may fill are zeroed (not all 32 every
         // time): in a busy-poll loop for one completion, zeroing 1.5 KiB per
         // call was the largest user-space cost (perf in the rig: memset 6% of
@@ -607,7 +661,7 @@ impl CompletionQueue {
 /// The error of a negative `ibv_poll_cq` result. Providers return a negative
 /// value without setting errno, so errno is not read.
 #[cold]
-fn poll_error(rc: i32) -> Error {
+pub(crate) fn poll_error(rc: i32) -> Error {
     let errno = match rc.checked_neg() {
         Some(e) if (1..4096).contains(&e) && e != 1 => e,
         _ => libc::EIO,

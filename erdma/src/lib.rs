@@ -58,6 +58,7 @@ mod ffi;
 pub mod gid;
 #[cfg(feature = "cuda")]
 pub mod gpu;
+pub mod lane;
 pub mod mr;
 pub mod pd;
 mod pending;
@@ -80,6 +81,7 @@ pub use error::{Error, Result};
 pub use gid::{Gid, GidEntry, GidType};
 #[cfg(feature = "cuda")]
 pub use gpu::{GpuMemory, GpuRegistration};
+pub use lane::{Completion, Lane, PreparedRecv, PreparedSend};
 pub use mr::{
     AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
     RegisterBuffer, RemoteBuffer,

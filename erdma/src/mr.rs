@@ -1024,6 +1024,10 @@ impl<'a> LocalSlice<'a> {
     pub(crate) fn in_pd(&self, pd: *mut sys::ibv_pd) -> bool {
         self.pd == pd as usize
     }
+    /// The region's local key.
+    pub(crate) fn lkey(&self) -> u32 {
+        self.lkey
+    }
     /// The access the region was registered with.
     pub(crate) fn access(&self) -> AccessFlags {
         self.access

@@ -23,7 +23,7 @@ use crate::endpoint::{ConnectOptions, Endpoint};
 use crate::error::{Error, Result};
 use crate::ffi::{self, Ptr};
 use crate::gid::{Gid, GidEntry};
-use crate::mr::{AccessFlags, LocalSlice, RemoteBuffer};
+use crate::mr::{AccessFlags, Lease, LocalSlice, RemoteBuffer};
 use crate::pd::ProtectionDomain;
 use crate::pending::{Leases, Pending, WrId, next_generation};
 use crate::port::{Mtu, c_enum};
@@ -107,6 +107,9 @@ pub(crate) struct QpShared {
 struct Posting {
     pending: Pending,
     scratch: Scratch,
+    /// The regions bound to the QP for its life (a [`crate::Lane`]'s):
+    /// released only after the QP is destroyed.
+    bound: Vec<Arc<dyn Lease>>,
 }
 
 /// Reused buffers for building request chains, so that posting does not
@@ -189,7 +192,7 @@ fn leases(local: &[LocalSlice<'_>]) -> Leases {
 /// A single post's scatter/gather list on the stack: up to two entries (the
 /// usual requests); `None` for more, or for an entry the checks will refuse
 /// (the batch path reports it).
-fn stack_sges(local: &[LocalSlice<'_>]) -> Option<([sys::ibv_sge; 2], i32)> {
+pub(crate) fn stack_sges(local: &[LocalSlice<'_>]) -> Option<([sys::ibv_sge; 2], i32)> {
     if local.len() > 2 {
         return None;
     }
@@ -261,6 +264,7 @@ impl Drop for QpShared {
             let mut g = self.lock();
             g.pending.sq.leak();
             g.pending.rq.leak();
+            std::mem::forget(std::mem::take(&mut g.bound));
         }
     }
 }
@@ -335,7 +339,7 @@ impl SendOp {
         matches!(self, SendOp::Read(_)) || self.is_atomic()
     }
 
-    fn has_imm(&self) -> bool {
+    pub(crate) fn has_imm(&self) -> bool {
         matches!(self, SendOp::SendWithImm(_) | SendOp::WriteWithImm(..))
     }
 }
@@ -344,7 +348,7 @@ impl SendOp {
 /// cases) are kept inline, so that building a request does not allocate; no
 /// `Drop` impl, so a request that is never posted does not prolong its borrows.
 #[derive(Debug, Clone)]
-enum SgList<'a> {
+pub(crate) enum SgList<'a> {
     One([LocalSlice<'a>; 1]),
     Two([LocalSlice<'a>; 2]),
     Many(Vec<LocalSlice<'a>>),
@@ -380,10 +384,10 @@ impl<'a> std::ops::Deref for SgList<'a> {
 /// A send work request: an operation, local scatter/gather entries and flags.
 #[derive(Debug, Clone)]
 pub struct SendRequest<'a> {
-    op: SendOp,
-    local: SgList<'a>,
-    wr_id: u64,
-    signaled: bool,
+    pub(crate) op: SendOp,
+    pub(crate) local: SgList<'a>,
+    pub(crate) wr_id: u64,
+    pub(crate) signaled: bool,
     inline: bool,
     fence: bool,
     solicited: bool,
@@ -482,8 +486,8 @@ impl<'a> SendRequest<'a> {
 /// A receive work request: where an incoming SEND lands.
 #[derive(Debug, Clone)]
 pub struct RecvRequest<'a> {
-    local: SgList<'a>,
-    wr_id: u64,
+    pub(crate) local: SgList<'a>,
+    pub(crate) wr_id: u64,
 }
 
 impl<'a> RecvRequest<'a> {
@@ -658,6 +662,7 @@ impl QueuePair {
             posting: Mutex::new(Posting {
                 pending: Pending::new(caps.max_send_wr as usize, caps.max_recv_wr as usize),
                 scratch: Scratch::default(),
+                bound: Vec::new(),
             }),
             owner,
         });
@@ -1028,6 +1033,7 @@ impl QueuePair {
         let Posting {
             pending: p,
             scratch: sc,
+            ..
         } = &mut *guard;
         sc.clear();
         let mut n = 0usize;
@@ -1085,7 +1091,7 @@ impl QueuePair {
     }
 
     #[cold]
-    fn post_send_error(&self, rc: i32, imm: bool, posted: usize, n: usize) -> Error {
+    pub(crate) fn post_send_error(&self, rc: i32, imm: bool, posted: usize, n: usize) -> Error {
         let ctx = self.context();
         if rc.abs() == libc::EINVAL && imm && ctx.transport() == Transport::Iwarp {
             return Error::Unsupported {
@@ -1112,7 +1118,7 @@ impl QueuePair {
         }
     }
 
-    fn check_send(&self, r: &SendRequest<'_>) -> Result<()> {
+    pub(crate) fn check_send(&self, r: &SendRequest<'_>) -> Result<()> {
         let op = r.op.name();
         let ctx = self.context();
         let caps = &self.inner.caps;
@@ -1277,6 +1283,7 @@ impl QueuePair {
         let Posting {
             pending: p,
             scratch: sc,
+            ..
         } = &mut *guard;
         sc.clear();
         let mut n = 0usize;
@@ -1315,7 +1322,7 @@ impl QueuePair {
         Error::check("ibv_post_recv", rc)
     }
 
-    fn check_recv(&self, r: &RecvRequest<'_>) -> Result<()> {
+    pub(crate) fn check_recv(&self, r: &RecvRequest<'_>) -> Result<()> {
         let caps = &self.inner.caps;
         if r.local.len() > caps.max_recv_sge as usize {
             return Err(Error::invalid(
@@ -1365,6 +1372,24 @@ impl QueuePair {
         Error::check("ibv_post_send", rc)
     }
 
+    /// Keeps the regions of `local` registered and allocated until the QP is
+    /// destroyed (once each, however often they are bound).
+    pub(crate) fn bind(&self, local: &[LocalSlice<'_>]) {
+        let mut g = self.inner.lock();
+        for l in local {
+            let lease = l.lease();
+            let held = |b: &Arc<dyn Lease>| std::ptr::addr_eq(Arc::as_ptr(b), Arc::as_ptr(&lease));
+            if !g.bound.iter().any(held) {
+                g.bound.push(lease);
+            }
+        }
+    }
+
+    /// Unique to this QP in the process (see [`crate::pending`]).
+    pub(crate) fn generation(&self) -> u32 {
+        self.inner.generation
+    }
+
     /// Requests posted and not yet completed: (send, receive).
     pub fn outstanding(&self) -> (usize, usize) {
         let g = self.inner.lock();
@@ -1402,7 +1427,7 @@ fn check_24bit(what: &str, v: u32) -> Result<()> {
 
 /// The work request of `r`, without its scatter/gather list (set by
 /// [`Scratch::link_send`]).
-fn build_send_wr(r: &SendRequest<'_>, wr_id: u64) -> sys::ibv_send_wr {
+pub(crate) fn build_send_wr(r: &SendRequest<'_>, wr_id: u64) -> sys::ibv_send_wr {
     let mut wr = sys::ibv_send_wr {
         wr_id,
         next: std::ptr::null_mut(),

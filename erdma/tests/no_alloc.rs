@@ -122,3 +122,55 @@ fn posting_and_polling_do_not_allocate() {
         rounds * 7
     );
 }
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn lanes_do_not_allocate() {
+    let r = rig();
+    let caps = QpCapabilities {
+        max_send_wr: 64,
+        max_recv_wr: 64,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 32,
+    };
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps);
+    let src =
+        a.pd.register(pattern(4096, 1), AccessFlags::empty())
+            .unwrap();
+    let rbuf =
+        b.pd.register(vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    let (la, lb) = (Lane::new(a.qp).unwrap(), Lane::new(b.qp).unwrap());
+    let mut send = la
+        .prepare_send(SendRequest::send([src.slice(..64).unwrap()]))
+        .unwrap();
+    let mut recv = lb
+        .prepare_recv(RecvRequest::new([rbuf.slice(..64).unwrap()]))
+        .unwrap();
+    let mut wc = [Completion::default()];
+    let mut spin = |lane: &Lane, recv: bool| loop {
+        let n = if recv {
+            lane.poll_recv(&mut wc)
+        } else {
+            lane.poll_send(&mut wc)
+        };
+        if n.unwrap() == 1 {
+            wc[0].ok().unwrap();
+            return;
+        }
+    };
+    let rounds = 1000;
+    COUNTING.with(|c| c.set(true));
+    let before = ALLOCS.load(Ordering::Relaxed);
+    for _ in 0..rounds {
+        recv.post().unwrap();
+        send.post().unwrap();
+        spin(&la, false);
+        spin(&lb, true);
+    }
+    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    COUNTING.with(|c| c.set(false));
+    assert_eq!(allocs, 0, "allocations in {rounds} rounds");
+    eprintln!("{rounds} sends and receives on lanes without an allocation");
+}

@@ -145,6 +145,9 @@ fn wc_error(w: &WorkCompletion, comm: &mut dyn Comm, what: String) -> PerfError 
 /// Posts the receives of a SEND test for messages of `size` (perftest's
 /// `ctx_set_recv_wqes`): the RX window per QP, at most the iterations.
 pub fn post_recvs(r: &mut Resources, o: &Options, size: u64) -> PerfResult<()> {
+    if r.lane.is_some() {
+        return post_lane_recvs(r, o, size);
+    }
     let n = r.qps.len();
     let window = rx_window(o, &r.layout, size);
     let first = if o.duration.is_some() {
@@ -158,6 +161,35 @@ pub fn post_recvs(r: &mut Resources, o: &Options, size: u64) -> PerfResult<()> {
             post_one_recv(r, o, i, size)?;
         }
     }
+    Ok(())
+}
+
+/// [`post_recvs`] on a latency test's lane: one receive walked over the
+/// slots, as [`super::lat::send_lat`] reposts it.
+fn post_lane_recvs(r: &mut Resources, o: &Options, size: u64) -> PerfResult<()> {
+    let window = rx_window(o, &r.layout, size);
+    let first = if o.duration.is_some() {
+        window
+    } else {
+        window.min(o.iters)
+    };
+    r.recv_posted = vec![0];
+    let lane = r.lane()?;
+    let mut recv = lane
+        .prepare_recv(RecvRequest::new([r.xmr.slice(0, size)?]))
+        .map_err(|e| PerfError::rdma("prepare a receive", e))?;
+    let slots = recv_slots(r, o, size);
+    for n in 0..first {
+        let slot = n % slots;
+        let off = slot * r.layout.inc(size);
+        recv.set_local(r.xmr.slice(off, size)?)
+            .and_then(|()| {
+                recv.set_wr_id(slot);
+                recv.post()
+            })
+            .map_err(|e| PerfError::rdma("post a receive", e))?;
+    }
+    r.recv_posted[0] = first;
     Ok(())
 }
 

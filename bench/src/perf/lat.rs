@@ -2,9 +2,11 @@
 //! WRITEs, each side polling the last byte of its buffer), `run_iter_lat_send`
 //! (a ping-pong of SENDs) and `run_iter_lat` (READ or atomic, one at a time).
 //! A timestamp is taken before each post; perftest's statistics come from
-//! the gaps between them.
+//! the gaps between them. The loops post on the QP's lane
+//! ([`super::rdma::Resources::lane`]): each request is prepared once per size
+//! and posted as perftest posts its prebuilt work request.
 
-use erdma::{SendRequest, WorkCompletion};
+use erdma::{Completion, Lane, RecvRequest, SendRequest};
 
 use super::bw::{Run, inline_ok};
 use super::cases::Verb;
@@ -14,6 +16,7 @@ use super::memory::{Salt, check_pattern, pattern};
 use super::options::AtomicType;
 use super::report::LatMeasure;
 use super::watch::Watch;
+use super::wire::Comm;
 
 /// Ends `-D` latency runs.
 struct Clock {
@@ -128,42 +131,51 @@ impl Stamps {
     }
 }
 
-/// Waits for one completion; `what` names it in errors (built only then).
+/// Waits for one completion on the lane's send (or receive) CQ; `what` names
+/// it in errors (built only then).
 #[inline]
 fn poll_one(
-    run: &mut Run<'_>,
-    send: bool,
+    lane: &Lane,
+    comm: &mut dyn Comm,
+    o: &super::options::Options,
+    recv: bool,
     what: impl Fn() -> String,
-) -> PerfResult<WorkCompletion> {
-    let mut wc = [WorkCompletion::default()];
-    let mut watch = Watch::new(run.o.timeout);
+) -> PerfResult<Completion> {
+    let mut wc = [Completion::default()];
+    let mut watch = Watch::new(o.timeout);
     loop {
-        let cq = if send { &run.r.send_cq } else { &run.r.recv_cq };
-        let k = cq
-            .poll(&mut wc)
-            .map_err(|e| PerfError::rdma(format!("poll for {}", what()), e))?;
+        let polled = if recv {
+            lane.poll_recv(&mut wc)
+        } else {
+            lane.poll_send(&mut wc)
+        };
+        let k = polled.map_err(|e| PerfError::rdma(format!("poll for {}", what()), e))?;
         if k == 1 {
             if !wc[0].is_ok() {
-                if run.comm.peer_gone() {
-                    return Err(PerfError::Peer(format!(
-                        "{}: {} went away during the test (status {})",
-                        what(),
-                        run.comm.peer(),
-                        wc[0].status
-                    )));
-                }
-                return Err(PerfError::rdma(
-                    what(),
-                    wc[0]
-                        .ok()
-                        .err()
-                        .unwrap_or(erdma::Error::verb("ibv_poll_cq", libc::EIO)),
-                ));
+                return Err(failed(&wc[0], comm, what));
             }
             return Ok(wc[0]);
         }
-        watch.idle(run.comm, &what)?;
+        watch.idle(comm, &what)?;
     }
+}
+
+#[cold]
+fn failed(wc: &Completion, comm: &mut dyn Comm, what: impl Fn() -> String) -> PerfError {
+    if comm.peer_gone() {
+        return PerfError::Peer(format!(
+            "{}: {} went away during the test (status {})",
+            what(),
+            comm.peer(),
+            wc.status()
+        ));
+    }
+    PerfError::rdma(
+        what(),
+        wc.ok()
+            .err()
+            .unwrap_or(erdma::Error::verb("ibv_poll_cq", libc::EIO)),
+    )
 }
 
 /// `write_lat` for messages of `size`.
@@ -181,6 +193,15 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
         .slice(0..size as usize)
         .map_err(|e| PerfError::rdma("the peer's buffer", e))?;
     let timed = stamps.timed();
+    let r = &mut *run.r;
+    let lane = r.lane.as_ref().ok_or_else(no_lane)?;
+    let mut req = SendRequest::write([r.lmr.slice(0, size)?], remote);
+    if inline {
+        req = req.inline();
+    }
+    let mut write = lane
+        .prepare_send(req)
+        .map_err(|e| PerfError::rdma("prepare the RDMA WRITE", e))?;
     loop {
         if timed && scnt >= iters && ccnt >= iters && rcnt >= iters {
             break;
@@ -189,7 +210,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
         if (!timed || rcnt < iters) && !(scnt < 1 && server) {
             rcnt += 1;
             let want = rcnt as u8;
-            while run.r.xmr.byte(last)? != want {
+            while r.xmr.byte(last)? != want {
                 watch.idle(run.comm, || {
                     format!("write_lat of {size} bytes: waiting for message {rcnt}")
                 })?;
@@ -197,7 +218,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
             watch.progress();
             if o.verify {
                 let mut got = vec![0u8; last];
-                run.r.xmr.read(0, &mut got)?;
+                r.xmr.read(0, &mut got)?;
                 check_pattern(&got, 0, 0, Salt::Source, || {
                     format!("write_lat message {rcnt} of {size} bytes")
                 })?;
@@ -208,17 +229,13 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
                 break;
             }
             scnt += 1;
-            run.r.lmr.write(last, &[scnt as u8])?;
-            let mut req = SendRequest::write([run.r.lmr.slice(0, size)?], remote);
-            if inline {
-                req = req.inline();
-            }
-            run.r.qps[0]
-                .post_send(req)
+            r.lmr.write(last, &[scnt as u8])?;
+            write
+                .post()
                 .map_err(|e| PerfError::rdma(format!("post RDMA WRITE {scnt}"), e))?;
         }
         if !timed || ccnt < iters {
-            poll_one(run, true, || {
+            poll_one(lane, run.comm, o, false, || {
                 format!("the completion of RDMA WRITE {}", ccnt + 1)
             })?;
             ccnt += 1;
@@ -226,8 +243,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
     }
     let hz = calib.ticks_per_sec();
     // Keep the source's last byte as the pattern for the next size.
-    run.r
-        .lmr
+    r.lmr
         .write(last, &[pattern(0, last as u64, Salt::Source)])?;
     Ok(stamps.measure(size, iters, hz, 2))
 }
@@ -243,26 +259,63 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
     let timed = stamps.timed();
     let calib = Calibration::start();
     let (mut scnt, mut rcnt) = (0u64, 0u64);
+    let r = &mut *run.r;
+    let lane = r.lane.as_ref().ok_or_else(no_lane)?;
+    let prepare = |req: SendRequest<'_>| {
+        lane.prepare_send(req)
+            .map_err(|e| PerfError::rdma("prepare the SEND", e))
+    };
+    let source = || r.lmr.slice(0, size);
+    let plain = SendRequest::send([source()?]);
+    let (mut signaled, mut quiet) = if inline {
+        (
+            prepare(plain.inline())?,
+            prepare(SendRequest::send([source()?]).inline().unsignaled())?,
+        )
+    } else {
+        (
+            prepare(plain)?,
+            prepare(SendRequest::send([source()?]).unsignaled())?,
+        )
+    };
+    let mut recv = lane
+        .prepare_recv(RecvRequest::new([r.xmr.slice(0, size)?]))
+        .map_err(|e| PerfError::rdma("prepare a receive", e))?;
+    let slots = if o.verify {
+        super::rdma::rx_window(o, &r.layout, size)
+    } else {
+        r.layout.slots(size)
+    };
     loop {
         if timed && scnt >= iters && rcnt >= iters {
             break;
         }
         // The client sends first; then each side answers what it received.
         if (!timed || rcnt < iters) && !(scnt < 1 && client) {
-            let wc = poll_one(run, false, || format!("receive {} of send_lat", rcnt + 1))?;
-            let slot = wc.wr_id & 0xffff_ffff;
+            let wc = poll_one(lane, run.comm, o, true, || {
+                format!("receive {} of send_lat", rcnt + 1)
+            })?;
+            let slot = wc.wr_id() & 0xffff_ffff;
             if o.verify {
-                let off = slot * run.r.layout.inc(size);
+                let off = slot * r.layout.inc(size);
                 let mut got = vec![0u8; size as usize];
-                run.r.xmr.read(off as usize, &mut got)?;
+                r.xmr.read(off as usize, &mut got)?;
                 check_pattern(&got, 0, 0, Salt::Source, || {
                     format!("send_lat message {} of {size} bytes", rcnt + 1)
                 })?;
             }
             rcnt += 1;
             // perftest posts iterations receives in all (none beyond).
-            if !timed || run.r.recv_posted[0] < iters {
-                repost(run, size)?;
+            if !timed || r.recv_posted[0] < iters {
+                let slot = r.recv_posted[0] % slots;
+                let off = slot * r.layout.inc(size);
+                recv.set_local(r.xmr.slice(off, size)?)
+                    .and_then(|()| {
+                        recv.set_wr_id(slot);
+                        recv.post()
+                    })
+                    .map_err(|e| PerfError::rdma("post a receive", e))?;
+                r.recv_posted[0] += 1;
             }
         }
         if !timed || scnt < iters {
@@ -270,19 +323,14 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
                 break;
             }
             scnt += 1;
-            let signaled = scnt % cq_mod == 0 || (timed && scnt == iters);
-            let mut req = SendRequest::send([run.r.lmr.slice(0, size)?]);
-            if !signaled {
-                req = req.unsignaled();
-            }
-            if inline {
-                req = req.inline();
-            }
-            run.r.qps[0]
-                .post_send(req)
+            let last = scnt % cq_mod == 0 || (timed && scnt == iters);
+            let send = if last { &mut signaled } else { &mut quiet };
+            send.post()
                 .map_err(|e| PerfError::rdma(format!("post SEND {scnt}"), e))?;
-            if signaled {
-                poll_one(run, true, || format!("the completion of SEND {scnt}"))?;
+            if last {
+                poll_one(lane, run.comm, o, false, || {
+                    format!("the completion of SEND {scnt}")
+                })?;
             }
         }
     }
@@ -290,20 +338,13 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
     Ok(stamps.measure(size, iters, hz, 2))
 }
 
-fn repost(run: &mut Run<'_>, size: u64) -> PerfResult<()> {
-    let slots = if run.o.verify {
-        super::rdma::rx_window(run.o, &run.r.layout, size)
-    } else {
-        run.r.layout.slots(size)
-    };
-    let slot = run.r.recv_posted[0] % slots;
-    let off = slot * run.r.layout.inc(size);
-    let req = erdma::RecvRequest::new([run.r.xmr.slice(off, size)?]).wr_id(slot);
-    run.r.qps[0]
-        .post_recv(req)
-        .map_err(|e| PerfError::rdma("post a receive", e))?;
-    run.r.recv_posted[0] += 1;
-    Ok(())
+/// A latency loop without its lane: a bug (the session makes it on connect).
+#[cold]
+fn no_lane() -> PerfError {
+    PerfError::rdma(
+        "the latency loop",
+        erdma::Error::invalid("erdma-perf", "the QP was not made a lane: connect first"),
+    )
 }
 
 /// `read_lat` / `atomic_lat` for messages of `size` (the client).
@@ -318,6 +359,19 @@ pub fn one_sided_lat(run: &mut Run<'_>) -> PerfResult<LatMeasure> {
     let remote = run.remote[0]
         .slice(0..msg as usize)
         .map_err(|e| PerfError::rdma("the peer's buffer", e))?;
+    let r = &mut *run.r;
+    let lane = r.lane.as_ref().ok_or_else(no_lane)?;
+    let local = r.lmr.slice(0, msg)?;
+    let req = match verb {
+        Verb::Read => SendRequest::read([local], remote),
+        _ => match o.atomic {
+            AtomicType::FetchAndAdd => SendRequest::fetch_add(local, remote, 1),
+            AtomicType::CmpAndSwap => SendRequest::compare_swap(local, remote, 0, 0),
+        },
+    };
+    let mut op = lane
+        .prepare_send(req)
+        .map_err(|e| PerfError::rdma(format!("prepare the {}", verb.title()), e))?;
     let calib = Calibration::start();
     let mut scnt = 0u64;
     loop {
@@ -328,23 +382,14 @@ pub fn one_sided_lat(run: &mut Run<'_>) -> PerfResult<LatMeasure> {
             break;
         }
         scnt += 1;
-        let local = run.r.lmr.slice(0, msg)?;
-        let req = match verb {
-            Verb::Read => SendRequest::read([local], remote),
-            _ => match o.atomic {
-                AtomicType::FetchAndAdd => SendRequest::fetch_add(local, remote, 1),
-                AtomicType::CmpAndSwap => SendRequest::compare_swap(local, remote, 0, 0),
-            },
-        };
-        run.r.qps[0]
-            .post_send(req)
+        op.post()
             .map_err(|e| PerfError::rdma(format!("post {} {scnt}", verb.title()), e))?;
-        poll_one(run, true, || {
+        poll_one(lane, run.comm, o, false, || {
             format!("the completion of {} {scnt}", verb.title())
         })?;
         if o.verify {
             let mut got = vec![0u8; msg as usize];
-            run.r.lmr.read(0, &mut got)?;
+            r.lmr.read(0, &mut got)?;
             match verb {
                 Verb::Read => check_pattern(&got, 0, 0, Salt::Exposed, || {
                     format!("RDMA READ {scnt} of {size} bytes")

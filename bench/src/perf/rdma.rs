@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use erdma::cm::{CmId, CmListener, ConnParams};
 use erdma::{
     AccessFlags, AlignedBuffer, CompletionQueue, ConnectOptions, Context, Endpoint, Gid, GidEntry,
-    LinkLayer, MemoryRegion, Mtu, ProtectionDomain, QpCapabilities, QueuePair, Transport,
+    Lane, LinkLayer, MemoryRegion, Mtu, ProtectionDomain, QpCapabilities, QueuePair, Transport,
 };
 
 use super::cases::Verb;
@@ -92,6 +92,10 @@ pub struct Credits {
 /// Everything RDMA of a run. Fields drop in order: QPs first (they hold
 /// their buffers' leases), then memory, CQs, PD, and the CM ids last.
 pub struct Resources {
+    /// Latency tests, once connected: their one QP as a lane (requests
+    /// prepared once and posted without per-request bookkeeping, as
+    /// perftest's loops post); `qps` is then empty.
+    pub lane: Option<Lane>,
     /// One QP per `-q`.
     pub qps: Vec<QueuePair>,
     /// Local buffer: sources, READ destinations, atomic results.
@@ -322,6 +326,7 @@ impl Resources {
         cm: Vec<CmId>,
     ) -> Resources {
         Resources {
+            lane: None,
             qps,
             lmr: p.lmr,
             xmr: p.xmr,
@@ -481,6 +486,29 @@ impl Resources {
         let gid = ctx.gid(port, 0).ok().flatten();
         check_device(o, &ctx)?;
         Ok(Resources::assemble(ctx, p, qps, port, gid, plan, ids))
+    }
+
+    /// Makes the one QP of a latency test a lane (see [`Resources::lane`]);
+    /// called once it is connected (RTS).
+    pub fn make_lane(&mut self) -> PerfResult<()> {
+        if self.lane.is_some() || self.qps.len() != 1 {
+            return Ok(());
+        }
+        let qp = self.qps.remove(0);
+        let lane =
+            Lane::new(qp).map_err(|e| PerfError::rdma("prepare the latency loop's QP", e))?;
+        self.lane = Some(lane);
+        Ok(())
+    }
+
+    /// The lane of a latency test ([`Resources::make_lane`]).
+    pub fn lane(&self) -> PerfResult<&Lane> {
+        self.lane.as_ref().ok_or_else(|| {
+            PerfError::rdma(
+                "the latency loop",
+                erdma::Error::invalid("erdma-perf", "the QP was not made a lane: connect first"),
+            )
+        })
     }
 
     /// This side's connection records (`set_up_connection`).

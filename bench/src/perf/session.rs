@@ -247,10 +247,13 @@ impl<'a> Session<'a> {
 
     /// perftest's `ctx_connect` (Ethernet exchange; RDMA CM QPs are connected).
     pub fn connect(&mut self) -> PerfResult<()> {
-        if self.o.rdma_cm {
-            return Ok(());
+        if !self.o.rdma_cm {
+            self.res.connect(self.o, &self.my, &self.rem, self.mtu)?;
         }
-        self.res.connect(self.o, &self.my, &self.rem, self.mtu)
+        if self.o.case.kind == Kind::Lat {
+            self.res.make_lane()?;
+        }
+        Ok(())
     }
 
     /// Prints this side's records, then swaps and prints the peer's.

@@ -4,7 +4,7 @@
 //! callgrind at two counts and takes the difference per iteration).
 //!
 //! ```text
-//! usage: erdma-datapath-count rust|c write_inline|send_recv ITERS
+//! usage: erdma-datapath-count rust|lane|c write_inline|send_recv ITERS
 //! ```
 //! Devices as for the bench (`ERDMA_BENCH_DEVS`, the rig's rxe pair, or the
 //! first device twice). Prints `LANG LOOP ITERS empty_polls=N`.
@@ -12,7 +12,7 @@
 //! arguments.
 use erdma_benches::loops::Fixture;
 
-const USAGE: &str = "usage: erdma-datapath-count rust|c write_inline|send_recv ITERS";
+const USAGE: &str = "usage: erdma-datapath-count rust|lane|c write_inline|send_recv ITERS";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,7 +20,7 @@ fn main() {
         [l, n, i] => (l.as_str(), n.as_str(), i),
         _ => usage("three arguments"),
     };
-    if !matches!(lang, "rust" | "c") {
+    if !matches!(lang, "rust" | "lane" | "c") {
         usage(&format!("unknown language '{lang}'"));
     }
     if !matches!(name, "write_inline" | "send_recv") {
@@ -32,9 +32,11 @@ fn main() {
     let fixture = Fixture::new().unwrap_or_else(|why| fail(&why));
     let outcome = match (lang, name) {
         ("rust", "write_inline") if fixture.has_inline() => fixture.rust_write_inline(iters),
+        ("lane", "write_inline") if fixture.has_inline() => fixture.lane_write_inline(iters),
         ("c", "write_inline") if fixture.has_inline() => fixture.c_write_inline(iters),
         (_, "write_inline") => Err(format!("{} has no inline data", fixture.label)),
         ("rust", _) => fixture.rust_send_recv(iters),
+        ("lane", _) => fixture.lane_send_recv(iters),
         _ => fixture.c_send_recv(iters),
     };
     match outcome {

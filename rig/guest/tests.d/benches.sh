@@ -14,7 +14,7 @@ bench_datapath() {
   exe=$(bench_exe datapath) || { echo "datapath bench not built"; return 1; }
   out=$(ERDMA_BENCH_DEVS="rxe0 rxe1" "$exe" --test 2>&1) || { echo "$out"; return 1; }
   echo "$out"
-  for f in rust/write_inline_8B c/write_inline_8B rust/send_recv_8B c/send_recv_8B reg_mr/4096; do
+  for f in {rust,lane,c}/write_inline_8B {rust,lane,c}/send_recv_8B reg_mr/4096; do
     grep -q "Testing post_poll/$f\|Testing $f" <<<"$out" || { echo "missing: $f"; return 1; }
   done
 }
@@ -30,7 +30,7 @@ bench_two_host() {
 }
 datapath_count() {
   local lang loop out rc
-  for lang in rust c; do
+  for lang in rust lane c; do
     for loop in write_inline send_recv; do
       out=$(ERDMA_BENCH_DEVS="rxe0 rxe1" "$BENCH/erdma-datapath-count" $lang $loop 200 2>&1) || { echo "$out"; return 1; }
       echo "$out"
@@ -46,7 +46,7 @@ datapath_count() {
 export -f bench_exe bench_datapath bench_two_host datapath_count
 export ERDMA_RIG_BENCHES
 if [[ -n ${ERDMA_RIG_BENCHES:-} ]]; then
-  step "bench datapath (rust and C loops, once)" 300 bench_datapath
+  step "bench datapath (rust, lane and C loops, once)" 300 bench_datapath
   step "bench two_host (erdma-bench-server)" 300 bench_two_host
 fi
-step "erdma-datapath-count: four loops, exit statuses" 120 datapath_count
+step "erdma-datapath-count: six loops, exit statuses" 120 datapath_count

@@ -1,0 +1,590 @@
+//! Lanes: a connected queue pair whose completion queues serve it alone, and
+//! work requests checked once and then posted many times. This is the data
+//! path of hot loops (benchmarks, ping-pongs, a pipeline's steady state): a
+//! post is one `ibv_post_send`/`ibv_post_recv` and a poll one `ibv_poll_cq`,
+//! as the same loop written in C against libibverbs.
+//!
+//! [`QueuePair::post_send`] keeps its safety per request: a share of each
+//! region taken at post and dropped when the completion is polled, the
+//! request recorded under the QP's lock, each completion matched back to its
+//! request. A lane keeps the same guarantees by binding instead:
+//! - every region a prepared request names is kept registered and allocated
+//!   until the lane (its QP) is destroyed, so no request can outlive its
+//!   memory, whether it completes, fails or is never polled;
+//! - the checks of a request (protection domain, access, lengths, inline
+//!   limit, atomics) run once, when it is prepared; the QP is RTS when the
+//!   lane is made, and nothing else can post on it or change its state;
+//! - the completion queues serve this QP alone, for good, so a completion is
+//!   the lane's own and carries the caller's wr_id unchanged; the lane counts
+//!   the completions it may cause against the CQ's size and refuses a post
+//!   that could overrun it ([`Error::QueueFull`]: poll first).
+//!
+//! A region bound to a lane counts as in use until the lane is dropped: read
+//! and write it by copies ([`crate::MemoryRegion::read_at`],
+//! [`crate::MemoryRegion::write_at`]), not as a Rust slice. A lane is used from
+//! one thread (`Send`, not `Sync`); prepared requests borrow it.
+//!
+//! ```no_run
+//! # fn main() -> erdma::Result<()> {
+//! use erdma::{AccessFlags, Completion, Lane, QpCapabilities, SendRequest};
+//! let ctx = erdma::Context::open("erdma_0")?;
+//! let pd = ctx.alloc_pd()?;
+//! let cq = ctx.create_cq(256)?;
+//! let qp = pd.create_rc_qp(&cq, &cq, &QpCapabilities::default())?;
+//! # let (me, peer) = (qp.endpoint(&ctx.select_gid(1, None)?)?, qp.endpoint(&ctx.select_gid(1, None)?)?);
+//! qp.connect(&me, &peer, &Default::default())?; // peer: the other side's Endpoint
+//! let src = pd.register(vec![0u8; 4096], AccessFlags::empty())?;
+//! let lane = Lane::new(qp)?;
+//! let mut send = lane.prepare_send(SendRequest::send([src.slice(..64)?]).wr_id(7))?;
+//! let mut wc = [Completion::default(); 16];
+//! for _ in 0..1000 {
+//!     send.post()?;
+//!     while lane.poll_send(&mut wc[..1])? == 0 {}
+//!     wc[0].ok()?;
+//! }
+//! # Ok(()) }
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::ptr::NonNull;
+
+use erdma_sys as sys;
+
+use crate::cq::{CompletionQueue, WcOpcode, WcStatus, poll_error};
+use crate::error::{Error, Result};
+use crate::ffi::Ptr;
+use crate::mr::LocalSlice;
+use crate::qp::{QpState, QueuePair, RecvRequest, SendRequest, build_send_wr, stack_sges};
+
+/// A connected RC queue pair with completion queues of its own, posting
+/// prepared requests (see the [module documentation](self)).
+pub struct Lane {
+    /// Owned, never exposed: nothing else may post on it or move its state.
+    qp: QueuePair,
+    raw_qp: Ptr<sys::ibv_qp>,
+    /// The send CQ, then the receive CQ (the same one twice when shared).
+    cqs: [Ptr<sys::ibv_cq>; 2],
+    /// Completions each CQ can still take: a signaled send or a receive takes
+    /// one when posted, a polled completion gives one back.
+    credits: [Cell<u32>; 2],
+    /// Each CQ's size: what `credits` starts from and never exceeds.
+    limits: [u32; 2],
+    /// Index of the receive CQ's counter: 0 when it is the send CQ.
+    recv: usize,
+    /// The local keys of the regions bound to the QP: a slice of one of
+    /// them needs no new binding (a live region's key is its own).
+    lkeys: RefCell<Vec<u32>>,
+}
+
+impl fmt::Debug for Lane {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lane")
+            .field("qp", &self.qp)
+            .field("send_credits", &self.credits[0].get())
+            .field("recv_credits", &self.credits[self.recv].get())
+            .finish()
+    }
+}
+
+impl Lane {
+    /// Makes a lane of a connected (RTS) queue pair. Refused, with the QP
+    /// dropped, when it is not RTS, has requests outstanding (poll them
+    /// first), or shares a completion queue with another QP. Its CQs then
+    /// serve the lane alone for good: creating another QP on them, or polling
+    /// them other than through the lane, is refused.
+    pub fn new(qp: QueuePair) -> Result<Lane> {
+        // The state the library moved it to (siw's ibv_query_qp reports
+        // RESET for a QP RDMA CM connected).
+        let state = qp.state();
+        if state != QpState::Rts {
+            return Err(Error::QpState {
+                operation: "Lane::new",
+                qp_num: qp.qp_num(),
+                state,
+                needed: "the QP must be RTS: connect it first",
+            });
+        }
+        if qp.outstanding() != (0, 0) {
+            let (s, r) = qp.outstanding();
+            return Err(Error::invalid(
+                "Lane::new",
+                format!(
+                    "QP {:#x} has {s} send and {r} receive requests outstanding: poll their \
+                     completions first",
+                    qp.qp_num()
+                ),
+            ));
+        }
+        let (scq, rcq) = (qp.send_cq().clone(), qp.recv_cq().clone());
+        let shared = scq.as_raw() == rcq.as_raw();
+        dedicate(&qp, &scq, if shared { None } else { Some(&rcq) })?;
+        let limits = [scq.entries(), rcq.entries()];
+        Ok(Lane {
+            raw_qp: Ptr(qp.as_raw()),
+            cqs: [Ptr(scq.as_raw()), Ptr(rcq.as_raw())],
+            credits: [Cell::new(limits[0]), Cell::new(limits[1])],
+            limits,
+            recv: usize::from(!shared),
+            lkeys: RefCell::new(Vec::new()),
+            qp,
+        })
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_num()
+    }
+
+    /// The QP's state as the device reports it (`ibv_query_qp`): RTS, or ERR
+    /// after a failed request.
+    pub fn query_state(&self) -> Result<QpState> {
+        self.qp.query_state()
+    }
+
+    /// Completions the send CQ can still take before a signaled send is
+    /// refused (the receive CQ's, when it is the same).
+    pub fn send_credits(&self) -> u32 {
+        self.credits[0].get()
+    }
+
+    /// Completions the receive CQ can still take before a receive is refused.
+    pub fn recv_credits(&self) -> u32 {
+        self.credits[self.recv].get()
+    }
+
+    /// Checks a send request once (as [`QueuePair::post_send`] would) and
+    /// binds its regions to the lane; the result is posted with
+    /// [`PreparedSend::post`], as often as wanted. Up to two scatter/gather
+    /// entries.
+    pub fn prepare_send(&self, request: SendRequest<'_>) -> Result<PreparedSend<'_>> {
+        self.qp.check_send(&request)?;
+        let (sges, n) = self.entries("Lane::prepare_send", stack_sges(&request.local))?;
+        self.admit(&request.local);
+        let mut wr = build_send_wr(&request, request.wr_id);
+        wr.num_sge = n;
+        Ok(PreparedSend {
+            lane: self,
+            wr: Boxed::new(SendWr { wr, sges }),
+            signaled: request.signaled,
+            imm: request.op.has_imm(),
+        })
+    }
+
+    /// Checks a receive request once and binds its regions to the lane; the
+    /// result is posted with [`PreparedRecv::post`], as often as wanted.
+    pub fn prepare_recv(&self, request: RecvRequest<'_>) -> Result<PreparedRecv<'_>> {
+        self.qp.check_recv(&request)?;
+        let (sges, n) = self.entries("Lane::prepare_recv", stack_sges(&request.local))?;
+        self.admit(&request.local);
+        let wr = sys::ibv_recv_wr {
+            wr_id: request.wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: std::ptr::null_mut(),
+            num_sge: n,
+        };
+        Ok(PreparedRecv {
+            lane: self,
+            wr: Boxed::new(RecvWr { wr, sges }),
+        })
+    }
+
+    /// Binds the regions of `local` to the QP, unless they already are.
+    fn admit(&self, local: &[LocalSlice<'_>]) {
+        let mut keys = self.lkeys.borrow_mut();
+        if local.iter().all(|l| keys.contains(&l.lkey())) {
+            return;
+        }
+        self.qp.bind(local);
+        for l in local {
+            if !keys.contains(&l.lkey()) {
+                keys.push(l.lkey());
+            }
+        }
+    }
+
+    fn entries(
+        &self,
+        what: &'static str,
+        sges: Option<([sys::ibv_sge; 2], i32)>,
+    ) -> Result<([sys::ibv_sge; 2], i32)> {
+        sges.ok_or_else(|| {
+            Error::invalid(
+                what,
+                "a prepared request takes at most two scatter/gather entries: post longer lists \
+                 with QueuePair::post_send_batch",
+            )
+        })
+    }
+
+    /// Polls up to `out.len()` send completions without waiting; returns how
+    /// many were written to the front of `out`. With one CQ for both queues,
+    /// receive completions come here too.
+    #[inline]
+    pub fn poll_send(&self, out: &mut [Completion]) -> Result<usize> {
+        self.poll(0, out)
+    }
+
+    /// Polls up to `out.len()` receive completions without waiting; returns
+    /// how many (the same CQ as [`Lane::poll_send`] when it is shared).
+    #[inline]
+    pub fn poll_recv(&self, out: &mut [Completion]) -> Result<usize> {
+        self.poll(self.recv, out)
+    }
+
+    #[inline]
+    fn poll(&self, k: usize, out: &mut [Completion]) -> Result<usize> {
+        let want = out.len().min(i32::MAX as usize) as i32;
+        // SAFETY: a live CQ (the QP we own holds it); `out` has room for
+        // `want` entries of ibv_wc (Completion is repr(transparent)); the CQ
+        // serves this lane alone, so no other thread polls it.
+        let n = unsafe { sys::inline::ibv_poll_cq(self.cqs[k].0, want, out.as_mut_ptr().cast()) };
+        if n < 0 {
+            return Err(poll_error(n));
+        }
+        let c = &self.credits[k];
+        // An unsignaled send that fails completes without having taken a
+        // credit: never count past the CQ's size.
+        c.set(c.get().saturating_add(n as u32).min(self.limits[k]));
+        Ok(n as usize)
+    }
+
+    /// Takes a credit of CQ `k`, or says the CQ may be full.
+    #[inline]
+    fn take(&self, k: usize) -> Result<()> {
+        let c = self.credits[k].get();
+        if c == 0 {
+            return Err(self.full(k));
+        }
+        self.credits[k].set(c - 1);
+        Ok(())
+    }
+
+    #[cold]
+    fn full(&self, k: usize) -> Error {
+        Error::QueueFull {
+            queue: if k == 0 {
+                "send completion"
+            } else {
+                "receive completion"
+            },
+            qp_num: self.qp.qp_num(),
+            outstanding: self.limits[k] as usize,
+            capacity: self.limits[k] as usize,
+        }
+    }
+}
+
+/// Marks the lane's CQ(s) as its own: checked for every CQ before any is
+/// marked, so that a refusal leaves all as they were.
+fn dedicate(qp: &QueuePair, scq: &CompletionQueue, rcq: Option<&CompletionQueue>) -> Result<()> {
+    let generation = qp.generation();
+    scq.dedicate(generation, "send", false)?;
+    if let Some(r) = rcq {
+        r.dedicate(generation, "receive", false)?;
+    }
+    scq.dedicate(generation, "send", true)?;
+    if let Some(r) = rcq
+        && let Err(e) = r.dedicate(generation, "receive", true)
+    {
+        // Another QP was created on the receive CQ between the check and
+        // now: leave the send CQ as it was (the refused QP is dropped).
+        scq.undedicate();
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// A work request and its scatter/gather entries at a fixed address, so that
+/// `sg_list` is set once, when prepared.
+struct SendWr {
+    wr: sys::ibv_send_wr,
+    sges: [sys::ibv_sge; 2],
+}
+
+/// The receive counterpart of [`SendWr`].
+struct RecvWr {
+    wr: sys::ibv_recv_wr,
+    sges: [sys::ibv_sge; 2],
+}
+
+/// A request owned through a raw pointer (from `Box::into_raw`): the device
+/// reads it through pointers into it, so it is never reborrowed as a whole
+/// while they are in use; freed on drop.
+struct Boxed<T>(NonNull<T>);
+
+trait Linked {
+    /// Points the request's `sg_list` at its own entries (or null for none).
+    fn link(this: *mut Self);
+}
+
+impl Linked for SendWr {
+    fn link(this: *mut Self) {
+        // SAFETY: `this` is the live, exclusively owned allocation of a Boxed.
+        unsafe {
+            let n = (*this).wr.num_sge;
+            (*this).wr.sg_list = if n == 0 {
+                std::ptr::null_mut()
+            } else {
+                (&raw mut (*this).sges).cast()
+            };
+        }
+    }
+}
+
+impl Linked for RecvWr {
+    fn link(this: *mut Self) {
+        // SAFETY: as for SendWr.
+        unsafe {
+            let n = (*this).wr.num_sge;
+            (*this).wr.sg_list = if n == 0 {
+                std::ptr::null_mut()
+            } else {
+                (&raw mut (*this).sges).cast()
+            };
+        }
+    }
+}
+
+impl<T: Linked> Boxed<T> {
+    fn new(value: T) -> Boxed<T> {
+        let p = NonNull::from(Box::leak(Box::new(value)));
+        T::link(p.as_ptr());
+        Boxed(p)
+    }
+
+    fn ptr(&self) -> *mut T {
+        self.0.as_ptr()
+    }
+}
+
+impl<T> Drop for Boxed<T> {
+    fn drop(&mut self) {
+        // SAFETY: from Box::leak in Boxed::new, freed once; the device only
+        // reads a request during the post call that passes it.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+/// A send request checked once, posted with [`PreparedSend::post`]. Borrows
+/// its lane.
+pub struct PreparedSend<'l> {
+    lane: &'l Lane,
+    wr: Boxed<SendWr>,
+    signaled: bool,
+    imm: bool,
+}
+
+impl fmt::Debug for PreparedSend<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSend")
+            .field("qp_num", &format_args!("{:#x}", self.lane.qp_num()))
+            .field("wr_id", &self.wr_id())
+            .field("signaled", &self.signaled)
+            .finish()
+    }
+}
+
+impl PreparedSend<'_> {
+    /// Posts the request. A signaled request takes one of the send CQ's
+    /// credits ([`Error::QueueFull`] when none is left: poll first); a full
+    /// send queue is the provider's error (`ENOMEM`: poll, or signal more
+    /// often).
+    #[inline]
+    pub fn post(&mut self) -> Result<()> {
+        let lane = self.lane;
+        if self.signaled {
+            lane.take(0)?;
+        }
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: a live QP in RTS that only this lane posts on; the request
+        // and the entries its sg_list points to live in their own allocation
+        // across the call; the memory they name was checked when prepared and
+        // is bound to the lane, so it stays registered and allocated until
+        // the QP is destroyed.
+        let rc = unsafe {
+            sys::inline::ibv_post_send(lane.raw_qp.0, &raw mut (*self.wr.ptr()).wr, &mut bad)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        self.failed(rc)
+    }
+
+    #[cold]
+    fn failed(&self, rc: i32) -> Result<()> {
+        if self.signaled {
+            let c = &self.lane.credits[0];
+            c.set(c.get() + 1);
+        }
+        Err(self.lane.qp.post_send_error(rc, self.imm, 0, 1))
+    }
+
+    /// Changes the wr_id the next posts carry.
+    pub fn set_wr_id(&mut self, wr_id: u64) {
+        // SAFETY: our allocation; no post is in progress (&mut self).
+        unsafe { (*self.wr.ptr()).wr.wr_id = wr_id };
+    }
+
+    /// The wr_id its completions carry.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: our allocation, read while no post is in progress.
+        unsafe { (*self.wr.ptr()).wr.wr_id }
+    }
+}
+
+/// A receive request checked once, posted with [`PreparedRecv::post`].
+/// Borrows its lane.
+pub struct PreparedRecv<'l> {
+    lane: &'l Lane,
+    wr: Boxed<RecvWr>,
+}
+
+impl fmt::Debug for PreparedRecv<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedRecv")
+            .field("qp_num", &format_args!("{:#x}", self.lane.qp_num()))
+            .field("wr_id", &self.wr_id())
+            .finish()
+    }
+}
+
+impl PreparedRecv<'_> {
+    /// Posts the receive; it takes one of the receive CQ's credits
+    /// ([`Error::QueueFull`] when none is left: poll first).
+    #[inline]
+    pub fn post(&mut self) -> Result<()> {
+        let lane = self.lane;
+        lane.take(lane.recv)?;
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: as in PreparedSend::post (receives need INIT or later; the
+        // lane's QP was RTS when made).
+        let rc = unsafe {
+            sys::inline::ibv_post_recv(lane.raw_qp.0, &raw mut (*self.wr.ptr()).wr, &mut bad)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        self.failed(rc)
+    }
+
+    #[cold]
+    fn failed(&self, rc: i32) -> Result<()> {
+        let c = &self.lane.credits[self.lane.recv];
+        c.set(c.get() + 1);
+        Error::check("ibv_post_recv", rc)
+    }
+
+    /// Points the receive at another buffer (one entry), with the checks of
+    /// [`Lane::prepare_recv`]; its region is bound to the lane if it was not
+    /// yet. This is how a ring of receive slots is walked.
+    #[inline]
+    pub fn set_local(&mut self, local: LocalSlice<'_>) -> Result<()> {
+        let lane = self.lane;
+        let request = RecvRequest::new([local]);
+        lane.qp.check_recv(&request)?;
+        lane.admit(&request.local);
+        let Some(sge) = local.sge() else {
+            unreachable!("checked: under 4 GiB");
+        };
+        // SAFETY: our allocation; no post is in progress (&mut self).
+        unsafe {
+            let w = self.wr.ptr();
+            (*w).sges[0] = sge;
+            (*w).wr.num_sge = 1;
+            RecvWr::link(w);
+        }
+        Ok(())
+    }
+
+    /// Changes the wr_id the next posts carry.
+    pub fn set_wr_id(&mut self, wr_id: u64) {
+        // SAFETY: our allocation; no post is in progress (&mut self).
+        unsafe { (*self.wr.ptr()).wr.wr_id = wr_id };
+    }
+
+    /// The wr_id its completions carry.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: our allocation, read while no post is in progress.
+        unsafe { (*self.wr.ptr()).wr.wr_id }
+    }
+}
+
+/// One completion of a lane: the provider's `ibv_wc` as it was written,
+/// decoded only by the accessors asked for (no translation per poll).
+#[derive(Clone, Copy, Default)]
+#[repr(transparent)]
+pub struct Completion(sys::ibv_wc);
+
+impl fmt::Debug for Completion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completion")
+            .field("wr_id", &self.wr_id())
+            .field("status", &self.status())
+            .field("opcode", &self.opcode())
+            .field("byte_len", &self.byte_len())
+            .field("imm_data", &self.imm_data())
+            .finish()
+    }
+}
+
+impl Completion {
+    /// The wr_id of the request (as prepared, or set since).
+    #[inline]
+    pub fn wr_id(&self) -> u64 {
+        self.0.wr_id
+    }
+
+    /// Whether it succeeded.
+    #[inline]
+    pub fn is_ok(&self) -> bool {
+        self.0.status == sys::IBV_WC_SUCCESS
+    }
+
+    /// Outcome.
+    pub fn status(&self) -> WcStatus {
+        WcStatus::from_raw(self.0.status)
+    }
+
+    /// What completed (only meaningful on success).
+    pub fn opcode(&self) -> WcOpcode {
+        WcOpcode::from_raw(self.0.opcode)
+    }
+
+    /// Bytes received (receives) or transferred (reads, atomics).
+    pub fn byte_len(&self) -> u32 {
+        self.0.byte_len
+    }
+
+    /// Immediate data (host order) of a SEND_WITH_IMM or WRITE_WITH_IMM.
+    pub fn imm_data(&self) -> Option<u32> {
+        (self.0.wc_flags & sys::IBV_WC_WITH_IMM != 0)
+            // SAFETY: with IBV_WC_WITH_IMM the union holds imm_data.
+            .then(|| u32::from_be(unsafe { self.0.__bindgen_anon_1.imm_data }))
+    }
+
+    /// Provider-specific error code.
+    pub fn vendor_err(&self) -> u32 {
+        self.0.vendor_err
+    }
+
+    /// `Ok(self)` on success, else [`Error::Completion`] with the status and
+    /// its hint.
+    #[inline]
+    pub fn ok(&self) -> Result<&Completion> {
+        if self.is_ok() {
+            return Ok(self);
+        }
+        Err(self.error())
+    }
+
+    #[cold]
+    fn error(&self) -> Error {
+        Error::Completion {
+            status: self.status(),
+            wr_id: self.0.wr_id,
+            qp_num: self.0.qp_num,
+            vendor_err: self.0.vendor_err,
+        }
+    }
+}

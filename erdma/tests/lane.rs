@@ -1,0 +1,410 @@
+//! Lanes (prepared requests on a QP with CQs of its own) on the rig's real
+//! devices: data checked byte for byte over rxe (GID connection) and siw
+//! (RDMA CM), regions kept until the lane is gone, and every refusal a typed
+//! error. Run in the rig.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::mpsc;
+
+use common::*;
+use erdma::cm::{CmId, CmListener, ConnParams};
+use erdma::*;
+
+fn caps() -> QpCapabilities {
+    QpCapabilities {
+        max_send_wr: 32,
+        max_recv_wr: 32,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 32,
+    }
+}
+
+/// Spins until one completion on the lane's send (or receive) CQ.
+fn one_of(lane: &Lane, recv: bool) -> Completion {
+    let mut wc = [Completion::default()];
+    let t0 = std::time::Instant::now();
+    loop {
+        let n = if recv {
+            lane.poll_recv(&mut wc).unwrap()
+        } else {
+            lane.poll_send(&mut wc).unwrap()
+        };
+        if n == 1 {
+            return wc[0];
+        }
+        assert!(t0.elapsed() < T, "no completion within {T:?}");
+    }
+}
+
+fn lanes(a: Side, b: Side) -> (Lane, ProtectionDomain, Lane, ProtectionDomain) {
+    (
+        Lane::new(a.qp).unwrap(),
+        a.pd,
+        Lane::new(b.qp).unwrap(),
+        b.pd,
+    )
+}
+
+/// A connected rxe pair whose CQs have 64 entries (its queues' 32 + 32).
+fn small_pair(x: &str, y: &str) -> (Side, Side) {
+    let side = |dev: &str| {
+        let ctx = Context::open(dev).unwrap();
+        let gid = ctx.select_gid(1, None).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = pd.create_rc_qp(&cq, &cq, &caps()).unwrap();
+        Side {
+            ctx,
+            pd,
+            cq,
+            qp,
+            gid,
+        }
+    };
+    let (a, b) = (side(x), side(y));
+    let (ea, eb) = (
+        a.qp.endpoint(&a.gid).unwrap(),
+        b.qp.endpoint(&b.gid).unwrap(),
+    );
+    a.qp.connect(&ea, &eb, &ConnectOptions::default()).unwrap();
+    b.qp.connect(&eb, &ea, &ConnectOptions::default()).unwrap();
+    (a, b)
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_write_send_read() {
+    let r = rig();
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps());
+    let (la, pa, lb, pb) = lanes(a, b);
+    let mut src = pa
+        .register(pattern(4096, 1), AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let dst = pb
+        .register(
+            vec![0u8; 4096],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        )
+        .unwrap();
+    let rbuf = pb
+        .register(vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let remote = dst.remote();
+
+    // An inline WRITE prepared once, posted 500 times; then a plain one.
+    let mut w = la
+        .prepare_send(
+            SendRequest::write([src.slice(..8).unwrap()], remote)
+                .inline()
+                .wr_id(11),
+        )
+        .unwrap();
+    for _ in 0..500 {
+        w.post().unwrap();
+        let c = one_of(&la, false);
+        c.ok().unwrap();
+        assert_eq!((c.wr_id(), c.opcode()), (11, WcOpcode::RdmaWrite));
+    }
+    let mut big = la
+        .prepare_send(SendRequest::write(
+            [src.slice(..1000).unwrap(), src.slice(2000..3000).unwrap()],
+            remote.slice(100..).unwrap(),
+        ))
+        .unwrap();
+    big.set_wr_id(12);
+    assert_eq!(big.wr_id(), 12);
+    big.post().unwrap();
+    assert_eq!(one_of(&la, false).ok().unwrap().wr_id(), 12);
+    let got = dst.to_vec();
+    let want = pattern(4096, 1);
+    assert_eq!(&got[..8], &want[..8], "inline WRITE data");
+    assert_eq!(&got[100..1100], &want[..1000], "first gathered entry");
+    assert_eq!(&got[1100..2100], &want[2000..3000], "second gathered entry");
+
+    // SEND/receive ping: the receive prepared once, reposted every time.
+    let mut recv = lb
+        .prepare_recv(RecvRequest::new([rbuf.slice(..64).unwrap()]).wr_id(21))
+        .unwrap();
+    let mut send = la
+        .prepare_send(SendRequest::send([src.slice(64..128).unwrap()]).wr_id(22))
+        .unwrap();
+    for _ in 0..200 {
+        recv.post().unwrap();
+        send.post().unwrap();
+        assert_eq!(one_of(&la, false).ok().unwrap().wr_id(), 22);
+        let c = one_of(&lb, true);
+        c.ok().unwrap();
+        assert_eq!(
+            (c.wr_id(), c.byte_len(), c.opcode()),
+            (21, 64, WcOpcode::Recv)
+        );
+    }
+    assert_eq!(&rbuf.to_vec()[..64], &want[64..128], "SEND data");
+
+    // WRITE with immediate consumes a receive and carries the value.
+    let mut imm = la
+        .prepare_send(SendRequest::write_with_imm(
+            [src.slice(..16).unwrap()],
+            remote,
+            0xfeed_beef,
+        ))
+        .unwrap();
+    recv.post().unwrap();
+    imm.post().unwrap();
+    one_of(&la, false).ok().unwrap();
+    let c = one_of(&lb, true);
+    assert_eq!(
+        (c.opcode(), c.imm_data()),
+        (WcOpcode::RecvRdmaWithImm, Some(0xfeed_beef))
+    );
+
+    // READ back into the source's second half.
+    let mut read = la
+        .prepare_send(SendRequest::read(
+            [src.slice(2048..2048 + 1000).unwrap()],
+            remote.slice(100..1100).unwrap(),
+        ))
+        .unwrap();
+    read.post().unwrap();
+    assert_eq!(
+        one_of(&la, false).ok().unwrap().opcode(),
+        WcOpcode::RdmaRead
+    );
+    let mut back = vec![0u8; 1000];
+    src.read_at(2048, &mut back).unwrap();
+    assert_eq!(back, want[..1000], "READ data");
+
+    // The regions are the lanes' until they are dropped, however often
+    // they were prepared from: one share each.
+    assert_eq!(src.in_flight(), 1);
+    assert_eq!(rbuf.in_flight(), 1);
+    assert!(matches!(src.as_mut_slice(), Err(Error::Busy { .. })));
+    assert!(matches!(src.as_mut_slice(), Err(Error::Busy { .. })));
+    drop(la);
+    drop(lb);
+    assert_eq!(src.as_mut_slice().unwrap()[2048..3048], want[..1000]);
+    assert_eq!((dst.in_flight(), rbuf.in_flight()), (0, 0));
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_refusals() {
+    let r = rig();
+    let ctx = Context::open(&r.rxe[0]).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    // Not connected: RESET.
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = pd.create_rc_qp(&cq, &cq, &caps()).unwrap();
+    let e = Lane::new(qp).unwrap_err();
+    assert!(matches!(e, Error::QpState { .. }), "{e}");
+    assert!(e.to_string().contains("RTS"), "{e}");
+
+    // A CQ shared with another QP.
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps());
+    let other = a.pd.create_rc_qp(&a.cq, &a.cq, &caps()).unwrap();
+    let e = Lane::new(a.qp).unwrap_err();
+    assert!(e.to_string().contains("other queue pair"), "{e}");
+    drop(other);
+
+    // Requests outstanding on the tracked path.
+    let rbuf =
+        b.pd.register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    b.qp.post_recv(RecvRequest::new([rbuf.all()])).unwrap();
+    let e = Lane::new(b.qp).unwrap_err();
+    assert!(e.to_string().contains("outstanding"), "{e}");
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_misuse_is_typed() {
+    let r = rig();
+    let (a, b) = small_pair(&r.rxe[0], &r.rxe[1]);
+    let a_cq = a.cq.clone();
+    let a_ctx = a.ctx.clone();
+    let (la, pa, _lb, pb) = lanes(a, b);
+    // The lane's CQ serves it alone: no other QP, no other poller.
+    let e = pa.create_rc_qp(&a_cq, &a_cq, &caps()).unwrap_err();
+    assert!(e.to_string().contains("serves a Lane"), "{e}");
+    let e = a_cq.poll(&mut [WorkCompletion::default()]).unwrap_err();
+    assert!(e.to_string().contains("Lane::poll_send"), "{e}");
+
+    let src = pa.register(pattern(256, 2), AccessFlags::empty()).unwrap();
+    let dst = pb
+        .register(
+            vec![0u8; 256],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let remote = dst.remote();
+    // Checked when prepared: another PD, inline too long, three entries,
+    // a receive into memory without LOCAL_WRITE, a READ into it.
+    let other_pd = a_ctx.alloc_pd().unwrap();
+    let foreign = other_pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let e = la
+        .prepare_send(SendRequest::write([foreign.all()], remote))
+        .unwrap_err();
+    assert!(e.to_string().contains("protection domain"), "{e}");
+    let e = la
+        .prepare_send(SendRequest::write([src.slice(..64).unwrap()], remote).inline())
+        .unwrap_err();
+    assert!(e.to_string().contains("max_inline_data"), "{e}");
+    let three = [
+        src.slice(..8).unwrap(),
+        src.slice(8..16).unwrap(),
+        src.slice(16..24).unwrap(),
+    ];
+    let e = la
+        .prepare_send(SendRequest::write(three, remote))
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    let e = la
+        .prepare_recv(RecvRequest::new([src.slice(..8).unwrap()]))
+        .unwrap_err();
+    assert!(e.to_string().contains("LOCAL_WRITE"), "{e}");
+    let e = la
+        .prepare_send(SendRequest::read([src.slice(..8).unwrap()], remote))
+        .unwrap_err();
+    assert!(e.to_string().contains("LOCAL_WRITE"), "{e}");
+
+    // Credits: a signaled request the send CQ might not hold is refused
+    // until completions are polled; an unsignaled one takes none.
+    let mut w = la
+        .prepare_send(SendRequest::write([src.slice(..8).unwrap()], remote).inline())
+        .unwrap();
+    let credits = la.send_credits();
+    assert!((64..1024).contains(&credits), "CQ of {credits} entries");
+    let mut posted = 0;
+    let e = loop {
+        match w.post() {
+            Ok(()) => posted += 1,
+            // The send queue (32) is full: rxe frees its slots as the
+            // requests complete, without a poll; the CQ keeps filling.
+            Err(e) if e.errno() == Some(libc::ENOMEM) => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(e, Error::QueueFull { .. }), "{e}");
+    assert_eq!((posted, la.send_credits()), (credits, 0));
+    let mut wc = vec![Completion::default(); credits as usize];
+    let mut got = 0;
+    let t0 = std::time::Instant::now();
+    while got < credits as usize {
+        got += la.poll_send(&mut wc[got..]).unwrap();
+        assert!(t0.elapsed() < T, "{got} of {credits} completions");
+    }
+    assert!(wc.iter().all(Completion::is_ok));
+    assert_eq!(la.send_credits(), credits);
+    let mut quiet = la
+        .prepare_send(
+            SendRequest::write([src.slice(..8).unwrap()], remote)
+                .inline()
+                .unsignaled(),
+        )
+        .unwrap();
+    quiet.post().unwrap();
+    assert_eq!(la.send_credits(), credits);
+    w.post().unwrap();
+    one_of(&la, false).ok().unwrap();
+
+    // A failed request: a completion with its status, as a typed error.
+    let bad = RemoteBuffer {
+        rkey: remote.rkey ^ 0xff,
+        ..remote
+    };
+    let mut wrong = la
+        .prepare_send(SendRequest::write([src.slice(..8).unwrap()], bad).wr_id(99))
+        .unwrap();
+    wrong.post().unwrap();
+    let c = one_of(&la, false);
+    assert!(!c.is_ok());
+    let e = c.ok().unwrap_err();
+    assert!(matches!(e, Error::Completion { wr_id: 99, .. }), "{e}");
+    assert_eq!(la.query_state().unwrap(), QpState::Err);
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn siw_lane_over_rdma_cm() {
+    let r = rig();
+    let ip = r
+        .siw_ip
+        .expect("ERDMA_RIG_SIW is empty: the rig ran without --siw");
+    let server_addr: SocketAddr = (ip[1], 7481).into();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let req = l.get_request(T).unwrap();
+        let ctx = req.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(256).unwrap();
+        let qp = req.create_qp(&pd, &cq, &cq, &caps()).unwrap();
+        let exposed = pd
+            .register(
+                vec![0u8; 4096],
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
+            .unwrap();
+        let inbox = pd
+            .register(vec![0u8; 4096], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        qp.post_recv(RecvRequest::new([inbox.all()]).wr_id(1))
+            .unwrap();
+        let params = ConnParams {
+            private_data: exposed.remote().to_bytes().to_vec(),
+            ..Default::default()
+        };
+        let id = req.accept(&qp, &params, T).unwrap();
+        let wc = one(&cq);
+        assert_eq!((wc.wr_id, wc.byte_len), (1, 4096));
+        let data = (exposed.to_vec(), inbox.to_vec());
+        id.wait_disconnect(T).unwrap();
+        data
+    });
+    ready_rx.recv().unwrap();
+    let id = CmId::resolve(server_addr, Some((ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(256).unwrap();
+    let qp = id.create_qp(&pd, &cq, &cq, &caps()).unwrap();
+    let reply = id.connect(&qp, &ConnParams::default(), T).unwrap();
+    let remote = RemoteBuffer::from_bytes(&reply).expect("server sent its buffer");
+    let lane = Lane::new(qp).unwrap();
+    let src = pd.register(pattern(4096, 3), AccessFlags::empty()).unwrap();
+    let mut w = lane
+        .prepare_send(SendRequest::write([src.slice(..2048).unwrap()], remote))
+        .unwrap();
+    for _ in 0..20 {
+        w.post().unwrap();
+        one_of(&lane, false).ok().unwrap();
+    }
+    // iWARP has no immediate data: the provider refuses the post, a typed
+    // error, and the credit it took is given back.
+    let credits = lane.send_credits();
+    let mut imm = lane
+        .prepare_send(SendRequest::write_with_imm(
+            [src.slice(..8).unwrap()],
+            remote,
+            5,
+        ))
+        .unwrap();
+    let e = imm.post().unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert_eq!(lane.send_credits(), credits);
+    let mut send = lane.prepare_send(SendRequest::send([src.all()])).unwrap();
+    send.post().unwrap();
+    one_of(&lane, false).ok().unwrap();
+    id.disconnect().unwrap();
+    let (exposed, inbox) = server.join().unwrap();
+    let want = pattern(4096, 3);
+    assert_eq!(&exposed[..2048], &want[..2048], "RDMA WRITE data");
+    assert_eq!(inbox, want, "SEND data");
+}
