@@ -69,7 +69,7 @@ def est(root, group, name):
     return json.loads(f.read_text())["median"]["point_estimate"] / 1e3  # ns -> us
 lines = []
 p = lines.append
-p(f"# post + poll: the safe Rust API against the same loop in C (rig, rxe0 <-> rxe1)\n")
+p(f"# post + poll: the safe Rust API (per request, and on a Lane) against the same loop in C (rig, rxe0 <-> rxe1)\n")
 p(f"Date {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; host {platform.node()} "
   f"({platform.machine()}, {subprocess.run(['nproc'],capture_output=True,text=True).stdout.strip()} CPUs); "
   f"QEMU TCG VM, Debian kernel, Soft-RoCE. Command: `scripts/bench-datapath.sh` ({runs} runs, "

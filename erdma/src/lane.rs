@@ -57,32 +57,123 @@ use crate::ffi::Ptr;
 use crate::mr::LocalSlice;
 use crate::qp::{QpState, QueuePair, RecvRequest, SendRequest, build_send_wr, stack_sges};
 
+type PostSend = unsafe extern "C" fn(
+    *mut sys::ibv_qp,
+    *mut sys::ibv_send_wr,
+    *mut *mut sys::ibv_send_wr,
+) -> std::ffi::c_int;
+type PostRecv = unsafe extern "C" fn(
+    *mut sys::ibv_qp,
+    *mut sys::ibv_recv_wr,
+    *mut *mut sys::ibv_recv_wr,
+) -> std::ffi::c_int;
+type PollCq =
+    unsafe extern "C" fn(*mut sys::ibv_cq, std::ffi::c_int, *mut sys::ibv_wc) -> std::ffi::c_int;
+
+/// The provider's data-path entry points. verbs.h's inline functions read
+/// them from the context's ops table on every call; the table is filled
+/// when the device is opened and never changes, so a lane reads it once.
+#[derive(Clone, Copy)]
+struct Ops {
+    post_send: PostSend,
+    post_recv: PostRecv,
+    poll_cq: PollCq,
+}
+
+impl Ops {
+    fn of(qp: &QueuePair) -> Result<Ops> {
+        // SAFETY: a live QP; its context (which its CQs share, checked when
+        // it was created) lives as long as it does.
+        let ops = unsafe { &(*(*qp.as_raw()).context).ops };
+        match (ops.post_send, ops.post_recv, ops.poll_cq) {
+            (Some(post_send), Some(post_recv), Some(poll_cq)) => Ok(Ops {
+                post_send,
+                post_recv,
+                poll_cq,
+            }),
+            _ => Err(Error::Unsupported {
+                feature: "post_send, post_recv and poll_cq in the provider's ops table".into(),
+                device: Some(qp.context().name().to_owned()),
+                hint: Some("use QueuePair::post_send and CompletionQueue::poll".into()),
+            }),
+        }
+    }
+}
+
 /// A connected RC queue pair with completion queues of its own, posting
 /// prepared requests (see the [module documentation](self)).
 pub struct Lane {
     /// Owned, never exposed: nothing else may post on it or move its state.
     qp: QueuePair,
     raw_qp: Ptr<sys::ibv_qp>,
-    /// The send CQ, then the receive CQ (the same one twice when shared).
-    cqs: [Ptr<sys::ibv_cq>; 2],
-    /// Completions each CQ can still take: a signaled send or a receive takes
-    /// one when posted, a polled completion gives one back.
-    credits: [Cell<u32>; 2],
-    /// Each CQ's size: what `credits` starts from and never exceeds.
-    limits: [u32; 2],
-    /// Index of the receive CQ's counter: 0 when it is the send CQ.
-    recv: usize,
+    ops: Ops,
+    /// The send CQ's side.
+    send: CqSide,
+    /// The receive CQ's side, unused when the send CQ takes receives too.
+    recv: CqSide,
+    /// One CQ for both queues.
+    shared: bool,
     /// The local keys of the regions bound to the QP: a slice of one of
     /// them needs no new binding (a live region's key is its own).
     lkeys: RefCell<Vec<u32>>,
+}
+
+/// One CQ of a lane and the completions it can still take: a signaled send
+/// or a receive takes a credit when posted, a polled completion gives one
+/// back.
+struct CqSide {
+    cq: Ptr<sys::ibv_cq>,
+    credits: Cell<u32>,
+    /// The CQ's size: what `credits` starts from and never exceeds.
+    limit: u32,
+    /// `send completion` or `receive completion`, for errors.
+    name: &'static str,
+}
+
+impl CqSide {
+    fn new(cq: &CompletionQueue, name: &'static str) -> CqSide {
+        CqSide {
+            cq: Ptr(cq.as_raw()),
+            credits: Cell::new(cq.entries()),
+            limit: cq.entries(),
+            name,
+        }
+    }
+
+    /// Takes a credit, or says the CQ may be full.
+    #[inline]
+    fn take(&self, qp_num: impl Fn() -> u32) -> Result<()> {
+        let c = self.credits.get();
+        if c == 0 {
+            return Err(self.full(qp_num()));
+        }
+        self.credits.set(c - 1);
+        Ok(())
+    }
+
+    /// Gives back the credit of a post that failed.
+    #[cold]
+    fn give_back(&self) {
+        self.credits.set((self.credits.get() + 1).min(self.limit));
+    }
+
+    #[cold]
+    fn full(&self, qp_num: u32) -> Error {
+        Error::QueueFull {
+            queue: self.name,
+            qp_num,
+            outstanding: self.limit as usize,
+            capacity: self.limit as usize,
+        }
+    }
 }
 
 impl fmt::Debug for Lane {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lane")
             .field("qp", &self.qp)
-            .field("send_credits", &self.credits[0].get())
-            .field("recv_credits", &self.credits[self.recv].get())
+            .field("send_credits", &self.send_credits())
+            .field("recv_credits", &self.recv_credits())
             .finish()
     }
 }
@@ -92,7 +183,9 @@ impl Lane {
     /// dropped, when it is not RTS, has requests outstanding (poll them
     /// first), or shares a completion queue with another QP. Its CQs then
     /// serve the lane alone for good: creating another QP on them, or polling
-    /// them other than through the lane, is refused.
+    /// them other than through the lane, is refused. Create them for the QP:
+    /// completions that QPs dropped earlier left in them would be returned by
+    /// the lane's polls as they are.
     pub fn new(qp: QueuePair) -> Result<Lane> {
         // The state the library moved it to (siw's ibv_query_qp reports
         // RESET for a QP RDMA CM connected).
@@ -116,16 +209,17 @@ impl Lane {
                 ),
             ));
         }
+        let ops = Ops::of(&qp)?;
         let (scq, rcq) = (qp.send_cq().clone(), qp.recv_cq().clone());
         let shared = scq.as_raw() == rcq.as_raw();
         dedicate(&qp, &scq, if shared { None } else { Some(&rcq) })?;
-        let limits = [scq.entries(), rcq.entries()];
+
         Ok(Lane {
             raw_qp: Ptr(qp.as_raw()),
-            cqs: [Ptr(scq.as_raw()), Ptr(rcq.as_raw())],
-            credits: [Cell::new(limits[0]), Cell::new(limits[1])],
-            limits,
-            recv: usize::from(!shared),
+            ops,
+            send: CqSide::new(&scq, "send completion"),
+            recv: CqSide::new(&rcq, "receive completion"),
+            shared,
             lkeys: RefCell::new(Vec::new()),
             qp,
         })
@@ -145,12 +239,18 @@ impl Lane {
     /// Completions the send CQ can still take before a signaled send is
     /// refused (the receive CQ's, when it is the same).
     pub fn send_credits(&self) -> u32 {
-        self.credits[0].get()
+        self.send.credits.get()
     }
 
     /// Completions the receive CQ can still take before a receive is refused.
     pub fn recv_credits(&self) -> u32 {
-        self.credits[self.recv].get()
+        self.recv_side().credits.get()
+    }
+
+    /// The side receives complete on.
+    #[inline]
+    fn recv_side(&self) -> &CqSide {
+        if self.shared { &self.send } else { &self.recv }
     }
 
     /// Checks a send request once (as [`QueuePair::post_send`] would) and
@@ -165,7 +265,7 @@ impl Lane {
         wr.num_sge = n;
         Ok(PreparedSend {
             lane: self,
-            wr: Boxed::new(SendWr { wr, sges }),
+            wr: Boxed::new(wr, sges),
             signaled: request.signaled,
             imm: request.op.has_imm(),
         })
@@ -183,9 +283,14 @@ impl Lane {
             sg_list: std::ptr::null_mut(),
             num_sge: n,
         };
+        let lkey = match &request.local[..] {
+            [one] => Some(one.lkey()),
+            _ => None,
+        };
         Ok(PreparedRecv {
             lane: self,
-            wr: Boxed::new(RecvWr { wr, sges }),
+            wr: Boxed::new(wr, sges),
+            lkey,
         })
     }
 
@@ -222,56 +327,33 @@ impl Lane {
     /// receive completions come here too.
     #[inline]
     pub fn poll_send(&self, out: &mut [Completion]) -> Result<usize> {
-        self.poll(0, out)
+        self.poll(&self.send, out)
     }
 
     /// Polls up to `out.len()` receive completions without waiting; returns
     /// how many (the same CQ as [`Lane::poll_send`] when it is shared).
     #[inline]
     pub fn poll_recv(&self, out: &mut [Completion]) -> Result<usize> {
-        self.poll(self.recv, out)
+        self.poll(self.recv_side(), out)
     }
 
     #[inline]
-    fn poll(&self, k: usize, out: &mut [Completion]) -> Result<usize> {
+    fn poll(&self, side: &CqSide, out: &mut [Completion]) -> Result<usize> {
         let want = out.len().min(i32::MAX as usize) as i32;
-        // SAFETY: a live CQ (the QP we own holds it); `out` has room for
-        // `want` entries of ibv_wc (Completion is repr(transparent)); the CQ
-        // serves this lane alone, so no other thread polls it.
-        let n = unsafe { sys::inline::ibv_poll_cq(self.cqs[k].0, want, out.as_mut_ptr().cast()) };
+        // SAFETY: the provider's poll_cq (Ops) on a live CQ of its context
+        // (the QP we own holds it); `out` has room for `want` entries of
+        // ibv_wc (Completion is repr(transparent)); the CQ serves this lane
+        // alone, so no other thread polls it.
+        let n = unsafe { (self.ops.poll_cq)(side.cq.0, want, out.as_mut_ptr().cast()) };
         if n < 0 {
             return Err(poll_error(n));
         }
-        let c = &self.credits[k];
         // An unsignaled send that fails completes without having taken a
-        // credit: never count past the CQ's size.
-        c.set(c.get().saturating_add(n as u32).min(self.limits[k]));
+        // credit: never count past the CQ's size (no overflow: both terms
+        // are under 2^31).
+        side.credits
+            .set((side.credits.get() + n as u32).min(side.limit));
         Ok(n as usize)
-    }
-
-    /// Takes a credit of CQ `k`, or says the CQ may be full.
-    #[inline]
-    fn take(&self, k: usize) -> Result<()> {
-        let c = self.credits[k].get();
-        if c == 0 {
-            return Err(self.full(k));
-        }
-        self.credits[k].set(c - 1);
-        Ok(())
-    }
-
-    #[cold]
-    fn full(&self, k: usize) -> Error {
-        Error::QueueFull {
-            queue: if k == 0 {
-                "send completion"
-            } else {
-                "receive completion"
-            },
-            qp_num: self.qp.qp_num(),
-            outstanding: self.limits[k] as usize,
-            capacity: self.limits[k] as usize,
-        }
     }
 }
 
@@ -295,70 +377,101 @@ fn dedicate(qp: &QueuePair, scq: &CompletionQueue, rcq: Option<&CompletionQueue>
     Ok(())
 }
 
-/// A work request and its scatter/gather entries at a fixed address, so that
-/// `sg_list` is set once, when prepared.
-struct SendWr {
-    wr: sys::ibv_send_wr,
+/// The fields of a work request (send or receive) that a prepared request
+/// sets after it was built.
+trait RawWr {
+    fn wr_id(&mut self) -> &mut u64;
+    fn sg_list(&mut self) -> &mut *mut sys::ibv_sge;
+    fn num_sge(&mut self) -> &mut i32;
+}
+
+impl RawWr for sys::ibv_send_wr {
+    fn wr_id(&mut self) -> &mut u64 {
+        &mut self.wr_id
+    }
+    fn sg_list(&mut self) -> &mut *mut sys::ibv_sge {
+        &mut self.sg_list
+    }
+    fn num_sge(&mut self) -> &mut i32 {
+        &mut self.num_sge
+    }
+}
+
+impl RawWr for sys::ibv_recv_wr {
+    fn wr_id(&mut self) -> &mut u64 {
+        &mut self.wr_id
+    }
+    fn sg_list(&mut self) -> &mut *mut sys::ibv_sge {
+        &mut self.sg_list
+    }
+    fn num_sge(&mut self) -> &mut i32 {
+        &mut self.num_sge
+    }
+}
+
+/// A work request and its scatter/gather entries.
+struct Wr<W> {
+    wr: W,
     sges: [sys::ibv_sge; 2],
 }
 
-/// The receive counterpart of [`SendWr`].
-struct RecvWr {
-    wr: sys::ibv_recv_wr,
-    sges: [sys::ibv_sge; 2],
-}
+/// A [`Wr`] at a fixed address (from `Box::leak`), so that `sg_list` is set
+/// once, when prepared; reached through its raw pointer only (the device
+/// reads it through pointers into it), freed on drop.
+struct Boxed<W>(NonNull<Wr<W>>);
 
-/// A request owned through a raw pointer (from `Box::into_raw`): the device
-/// reads it through pointers into it, so it is never reborrowed as a whole
-/// while they are in use; freed on drop.
-struct Boxed<T>(NonNull<T>);
+impl<W: RawWr> Boxed<W> {
+    fn new(wr: W, sges: [sys::ibv_sge; 2]) -> Boxed<W> {
+        let b = Boxed(NonNull::from(Box::leak(Box::new(Wr { wr, sges }))));
+        b.link();
+        b
+    }
 
-trait Linked {
-    /// Points the request's `sg_list` at its own entries (or null for none).
-    fn link(this: *mut Self);
-}
-
-impl Linked for SendWr {
-    fn link(this: *mut Self) {
-        // SAFETY: `this` is the live, exclusively owned allocation of a Boxed.
+    /// Points `sg_list` at the request's own entries (null for none).
+    fn link(&self) {
+        let p = self.0.as_ptr();
+        // SAFETY: our live allocation; no post is in progress (posts take
+        // the prepared request by &mut, as every caller of link does).
         unsafe {
-            let n = (*this).wr.num_sge;
-            (*this).wr.sg_list = if n == 0 {
+            let entries = (&raw mut (*p).sges).cast::<sys::ibv_sge>();
+            let n = *(*p).wr.num_sge();
+            *(*p).wr.sg_list() = if n == 0 {
                 std::ptr::null_mut()
             } else {
-                (&raw mut (*this).sges).cast()
+                entries
             };
         }
     }
-}
 
-impl Linked for RecvWr {
-    fn link(this: *mut Self) {
-        // SAFETY: as for SendWr.
+    /// The request, for the post call.
+    fn wr(&self) -> *mut W {
+        // SAFETY: our live allocation (a raw place, no reference made).
+        unsafe { &raw mut (*self.0.as_ptr()).wr }
+    }
+
+    fn set_wr_id(&mut self, wr_id: u64) {
+        // SAFETY: our allocation; no post is in progress (&mut self).
+        unsafe { *(*self.wr()).wr_id() = wr_id };
+    }
+
+    fn wr_id(&self) -> u64 {
+        // SAFETY: our allocation, read while no post is in progress (the
+        // posts need &mut of the prepared request that owns it).
+        unsafe { *(*self.wr()).wr_id() }
+    }
+
+    /// Makes `sge` the request's one entry.
+    fn set_entry(&mut self, sge: sys::ibv_sge) {
+        // SAFETY: our allocation; no post is in progress (&mut self).
         unsafe {
-            let n = (*this).wr.num_sge;
-            (*this).wr.sg_list = if n == 0 {
-                std::ptr::null_mut()
-            } else {
-                (&raw mut (*this).sges).cast()
-            };
+            (*self.0.as_ptr()).sges[0] = sge;
+            *(*self.wr()).num_sge() = 1;
         }
+        self.link();
     }
 }
 
-impl<T: Linked> Boxed<T> {
-    fn new(value: T) -> Boxed<T> {
-        let p = NonNull::from(Box::leak(Box::new(value)));
-        T::link(p.as_ptr());
-        Boxed(p)
-    }
-
-    fn ptr(&self) -> *mut T {
-        self.0.as_ptr()
-    }
-}
-
-impl<T> Drop for Boxed<T> {
+impl<W> Drop for Boxed<W> {
     fn drop(&mut self) {
         // SAFETY: from Box::leak in Boxed::new, freed once; the device only
         // reads a request during the post call that passes it.
@@ -370,7 +483,7 @@ impl<T> Drop for Boxed<T> {
 /// its lane.
 pub struct PreparedSend<'l> {
     lane: &'l Lane,
-    wr: Boxed<SendWr>,
+    wr: Boxed<sys::ibv_send_wr>,
     signaled: bool,
     imm: bool,
 }
@@ -394,17 +507,15 @@ impl PreparedSend<'_> {
     pub fn post(&mut self) -> Result<()> {
         let lane = self.lane;
         if self.signaled {
-            lane.take(0)?;
+            lane.send.take(|| lane.qp.qp_num())?;
         }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: a live QP in RTS that only this lane posts on; the request
-        // and the entries its sg_list points to live in their own allocation
+        // SAFETY: the provider's post_send (Ops) on a live QP in RTS that
+        // only this lane posts on; the request and the entries its sg_list points to live in their own allocation
         // across the call; the memory they name was checked when prepared and
         // is bound to the lane, so it stays registered and allocated until
         // the QP is destroyed.
-        let rc = unsafe {
-            sys::inline::ibv_post_send(lane.raw_qp.0, &raw mut (*self.wr.ptr()).wr, &mut bad)
-        };
+        let rc = unsafe { (lane.ops.post_send)(lane.raw_qp.0, self.wr.wr(), &mut bad) };
         if rc == 0 {
             return Ok(());
         }
@@ -414,22 +525,19 @@ impl PreparedSend<'_> {
     #[cold]
     fn failed(&self, rc: i32) -> Result<()> {
         if self.signaled {
-            let c = &self.lane.credits[0];
-            c.set(c.get() + 1);
+            self.lane.send.give_back();
         }
         Err(self.lane.qp.post_send_error(rc, self.imm, 0, 1))
     }
 
     /// Changes the wr_id the next posts carry.
     pub fn set_wr_id(&mut self, wr_id: u64) {
-        // SAFETY: our allocation; no post is in progress (&mut self).
-        unsafe { (*self.wr.ptr()).wr.wr_id = wr_id };
+        self.wr.set_wr_id(wr_id);
     }
 
     /// The wr_id its completions carry.
     pub fn wr_id(&self) -> u64 {
-        // SAFETY: our allocation, read while no post is in progress.
-        unsafe { (*self.wr.ptr()).wr.wr_id }
+        self.wr.wr_id()
     }
 }
 
@@ -437,7 +545,10 @@ impl PreparedSend<'_> {
 /// Borrows its lane.
 pub struct PreparedRecv<'l> {
     lane: &'l Lane,
-    wr: Boxed<RecvWr>,
+    wr: Boxed<sys::ibv_recv_wr>,
+    /// The key of the region of its one entry, checked and bound: another
+    /// slice of that region needs only its length checked.
+    lkey: Option<u32>,
 }
 
 impl fmt::Debug for PreparedRecv<'_> {
@@ -455,13 +566,11 @@ impl PreparedRecv<'_> {
     #[inline]
     pub fn post(&mut self) -> Result<()> {
         let lane = self.lane;
-        lane.take(lane.recv)?;
+        lane.recv_side().take(|| lane.qp.qp_num())?;
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: as in PreparedSend::post (receives need INIT or later; the
         // lane's QP was RTS when made).
-        let rc = unsafe {
-            sys::inline::ibv_post_recv(lane.raw_qp.0, &raw mut (*self.wr.ptr()).wr, &mut bad)
-        };
+        let rc = unsafe { (lane.ops.post_recv)(lane.raw_qp.0, self.wr.wr(), &mut bad) };
         if rc == 0 {
             return Ok(());
         }
@@ -470,8 +579,7 @@ impl PreparedRecv<'_> {
 
     #[cold]
     fn failed(&self, rc: i32) -> Result<()> {
-        let c = &self.lane.credits[self.lane.recv];
-        c.set(c.get() + 1);
+        self.lane.recv_side().give_back();
         Error::check("ibv_post_recv", rc)
     }
 
@@ -480,33 +588,38 @@ impl PreparedRecv<'_> {
     /// yet. This is how a ring of receive slots is walked.
     #[inline]
     pub fn set_local(&mut self, local: LocalSlice<'_>) -> Result<()> {
-        let lane = self.lane;
+        // The same region as now (a live region's key is its own): its PD
+        // and access were checked, only the length is new.
+        let sge = match local.sge() {
+            Some(sge) if self.lkey == Some(sge.lkey) => sge,
+            _ => self.admit_other(local)?,
+        };
+        self.wr.set_entry(sge);
+        Ok(())
+    }
+
+    /// [`PreparedRecv::set_local`] to another region: every check, and the
+    /// binding.
+    #[cold]
+    fn admit_other(&mut self, local: LocalSlice<'_>) -> Result<sys::ibv_sge> {
         let request = RecvRequest::new([local]);
-        lane.qp.check_recv(&request)?;
-        lane.admit(&request.local);
+        self.lane.qp.check_recv(&request)?;
+        self.lane.admit(&request.local);
         let Some(sge) = local.sge() else {
             unreachable!("checked: under 4 GiB");
         };
-        // SAFETY: our allocation; no post is in progress (&mut self).
-        unsafe {
-            let w = self.wr.ptr();
-            (*w).sges[0] = sge;
-            (*w).wr.num_sge = 1;
-            RecvWr::link(w);
-        }
-        Ok(())
+        self.lkey = Some(sge.lkey);
+        Ok(sge)
     }
 
     /// Changes the wr_id the next posts carry.
     pub fn set_wr_id(&mut self, wr_id: u64) {
-        // SAFETY: our allocation; no post is in progress (&mut self).
-        unsafe { (*self.wr.ptr()).wr.wr_id = wr_id };
+        self.wr.set_wr_id(wr_id);
     }
 
     /// The wr_id its completions carry.
     pub fn wr_id(&self) -> u64 {
-        // SAFETY: our allocation, read while no post is in progress.
-        unsafe { (*self.wr.ptr()).wr.wr_id }
+        self.wr.wr_id()
     }
 }
 
@@ -586,5 +699,58 @@ impl Completion {
             qp_num: self.0.qp_num,
             vendor_err: self.0.vendor_err,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The prepared request's storage, without a device (also under Miri:
+    //! `cargo +nightly miri test -p erdma --lib lane`).
+    use super::*;
+
+    fn sge(addr: u64, length: u32) -> sys::ibv_sge {
+        sys::ibv_sge {
+            addr,
+            length,
+            lkey: 7,
+        }
+    }
+
+    #[test]
+    fn sg_list_points_at_its_own_entries_after_moves() {
+        let wr = sys::ibv_recv_wr {
+            wr_id: 5,
+            num_sge: 1,
+            ..Default::default()
+        };
+        let b = Boxed::new(wr, [sge(0x1000, 64), sge(0, 0)]);
+        let mut moved = [b]; // the handle moves, the request does not
+        let b = &mut moved[0];
+        // SAFETY: reading our own allocation as a post would.
+        let read = |b: &Boxed<sys::ibv_recv_wr>| unsafe {
+            let w = &*b.wr();
+            (w.wr_id, w.num_sge, *w.sg_list)
+        };
+        let (id, n, first) = read(b);
+        assert_eq!((id, n, first.addr, first.length), (5, 1, 0x1000, 64));
+        b.set_wr_id(9);
+        b.set_entry(sge(0x2000, 32));
+        let (id, n, first) = read(b);
+        assert_eq!((id, n, first.addr, first.length), (9, 1, 0x2000, 32));
+        assert_eq!(b.wr_id(), 9);
+    }
+
+    #[test]
+    fn no_entries_is_a_null_list() {
+        let b = Boxed::new(sys::ibv_send_wr::default(), [sge(0, 0); 2]);
+        // SAFETY: reading our own allocation.
+        assert!(unsafe { (*b.wr()).sg_list.is_null() });
+    }
+
+    #[test]
+    fn a_default_completion_is_a_zeroed_success() {
+        let c = Completion::default();
+        assert!(c.is_ok() && c.ok().is_ok());
+        assert_eq!((c.wr_id(), c.byte_len(), c.imm_data()), (0, 0, None));
     }
 }

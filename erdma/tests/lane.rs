@@ -143,6 +143,29 @@ fn rxe_lane_write_send_read() {
         );
     }
     assert_eq!(&rbuf.to_vec()[..64], &want[64..128], "SEND data");
+    // The receive walked to other slots: of the same region, then of a
+    // region bound on the way.
+    let other = pb
+        .register(vec![0u8; 256], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    for slot in [rbuf.slice(256..320).unwrap(), other.slice(64..128).unwrap()] {
+        recv.set_local(slot).unwrap();
+        recv.post().unwrap();
+        send.post().unwrap();
+        one_of(&la, false).ok().unwrap();
+        assert_eq!(one_of(&lb, true).ok().unwrap().byte_len(), 64);
+    }
+    assert_eq!(
+        &rbuf.to_vec()[256..320],
+        &want[64..128],
+        "SEND into slot 256"
+    );
+    assert_eq!(
+        &other.to_vec()[64..128],
+        &want[64..128],
+        "SEND into the other region"
+    );
+    assert_eq!(other.in_flight(), 1, "bound by set_local");
 
     // WRITE with immediate consumes a receive and carries the value.
     let mut imm = la
@@ -267,6 +290,14 @@ fn rxe_lane_misuse_is_typed() {
         .prepare_recv(RecvRequest::new([src.slice(..8).unwrap()]))
         .unwrap_err();
     assert!(e.to_string().contains("LOCAL_WRITE"), "{e}");
+    let rbuf = pa
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let mut recv = la.prepare_recv(RecvRequest::new([rbuf.all()])).unwrap();
+    let e = recv.set_local(src.slice(..8).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("LOCAL_WRITE"), "{e}");
+    let e = recv.set_local(foreign.all()).unwrap_err();
+    assert!(e.to_string().contains("protection domain"), "{e}");
     let e = la
         .prepare_send(SendRequest::read([src.slice(..8).unwrap()], remote))
         .unwrap_err();

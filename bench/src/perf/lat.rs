@@ -286,6 +286,11 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
     } else {
         r.layout.slots(size)
     };
+    // The receive slots, made once per size (the loop only picks one).
+    let inc = r.layout.inc(size);
+    let ring = (0..slots)
+        .map(|slot| r.xmr.slice(slot * inc, size))
+        .collect::<PerfResult<Vec<_>>>()?;
     loop {
         if timed && scnt >= iters && rcnt >= iters {
             break;
@@ -308,8 +313,7 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
             // perftest posts iterations receives in all (none beyond).
             if !timed || r.recv_posted[0] < iters {
                 let slot = r.recv_posted[0] % slots;
-                let off = slot * r.layout.inc(size);
-                recv.set_local(r.xmr.slice(off, size)?)
+                recv.set_local(ring[slot as usize])
                     .and_then(|()| {
                         recv.set_wr_id(slot);
                         recv.post()
