@@ -20,7 +20,9 @@ use serde_json::{Value, json};
 use crate::doctor::Status;
 use crate::meta::RunMeta;
 
+pub mod baseline;
 pub mod pairs;
+use baseline::Comparison;
 use pairs::Matrix;
 
 /// Exit status: every check passed on every host.
@@ -42,9 +44,11 @@ pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
     version,
     about = "erdma-doctor on every host of a cluster, under mpirun (one rank per host), \
              with one report",
-    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs]\n\
-                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure; \
-                  3 bad arguments; 4 a report could not be written or read."
+    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs \
+                  [--baseline DIR]]\n\
+                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure \
+                  (with --baseline: also a pair under --fail-below); 3 bad arguments; 4 a \
+                  report could not be written or read."
 )]
 pub struct Args {
     /// Print one JSON document (the hosts, the problems, every host's report).
@@ -60,6 +64,39 @@ pub struct Args {
     /// The NIC pair stage.
     #[command(flatten)]
     pub pair: pairs::PairArgs,
+    /// Compare each pair's bandwidth with the same pair under DIR, written by
+    /// an earlier run's --out (perf-CLIENT-SERVER.json); needs --pairs.
+    #[arg(long, value_name = "DIR", requires = "pairs")]
+    pub baseline: Option<std::path::PathBuf>,
+    /// With --baseline: a pair under R times its baseline bandwidth fails.
+    #[arg(long, value_name = "R", default_value_t = 0.9, value_parser = ratio, requires = "baseline")]
+    pub fail_below: f64,
+}
+
+fn ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("`{s}` is not a positive ratio (such as 0.9)")),
+    }
+}
+
+/// What the stages after the checks found: the pair matrix (`--pairs`) and
+/// its comparison with a baseline (`--baseline`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stages<'a> {
+    /// The pair matrix.
+    pub pairs: Option<&'a Matrix>,
+    /// The matrix against the baseline.
+    pub baseline: Option<&'a Comparison>,
+}
+
+impl Stages<'_> {
+    /// The worst status of the stages, if any ran.
+    fn status(&self) -> Option<Status> {
+        let p = self.pairs.map(Matrix::status);
+        let b = self.baseline.map(Comparison::status);
+        p.max(b)
+    }
 }
 
 /// One rank's erdma-doctor document.
@@ -326,10 +363,10 @@ pub fn worst(reports: &[HostReport], across: &[Problem]) -> Status {
         .unwrap_or(Status::Ok)
 }
 
-/// The worst of the checks, the differences and the pair runs.
-pub fn overall(reports: &[HostReport], across: &[Problem], pairs: Option<&Matrix>) -> Status {
+/// The worst of the checks, the differences, the pair runs and the baseline.
+pub fn overall(reports: &[HostReport], across: &[Problem], stages: &Stages) -> Status {
     let w = worst(reports, across);
-    pairs.map_or(w, |m| w.max(m.status()))
+    stages.status().map_or(w, |s| w.max(s))
 }
 
 /// The report rank 0 prints.
@@ -338,7 +375,7 @@ pub fn render_text(
     reports: &[HostReport],
     problems: &[Problem],
     across: &[Problem],
-    pairs: Option<&Matrix>,
+    stages: &Stages,
 ) -> String {
     let names: Vec<String> = reports.iter().map(HostReport::label).collect();
     let hosts = ranks_by_host(reports).len();
@@ -382,10 +419,13 @@ pub fn render_text(
             push_problem(&mut s, p, reports.len());
         }
     }
-    if let Some(m) = pairs {
+    if let Some(m) = stages.pairs {
         s.push_str(&m.render_text(&names));
     }
-    let worst = overall(reports, across, pairs);
+    if let Some(c) = stages.baseline {
+        s.push_str(&c.render_text());
+    }
+    let worst = overall(reports, across, stages);
     s.push_str(&format!(
         "# result: {} (exit {})\n",
         worst.as_str(),
@@ -430,10 +470,10 @@ pub fn render_json(
     reports: &[HostReport],
     problems: &[Problem],
     across: &[Problem],
-    pairs: Option<&Matrix>,
+    stages: &Stages,
 ) -> Value {
     let mut m = meta.to_json();
-    let worst = overall(reports, across, pairs);
+    let worst = overall(reports, across, stages);
     m.insert("status".into(), json!(worst));
     m.insert("exit_status".into(), json!(worst.exit_code()));
     m.insert(
@@ -455,8 +495,11 @@ pub fn render_json(
         "reports".into(),
         reports.iter().map(|r| r.doc.clone()).collect(),
     );
-    if let Some(p) = pairs {
+    if let Some(p) = stages.pairs {
         m.insert("pairs".into(), p.to_json());
+    }
+    if let Some(c) = stages.baseline {
+        m.insert("baseline".into(), c.to_json());
     }
     Value::Object(m)
 }
@@ -554,13 +597,23 @@ pub fn report(
         }
     };
     let m = matrix.as_ref();
+    let labels = safe_labels(&reports);
+    let against = args
+        .baseline
+        .as_deref()
+        .zip(m)
+        .map(|(dir, m)| baseline::compare(dir, args.fail_below, &labels, m));
+    let stages = Stages {
+        pairs: m,
+        baseline: against.as_ref(),
+    };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
-    let whole = render_json(meta, &reports, &problems, &across, m);
+    let whole = render_json(meta, &reports, &problems, &across, &stages);
     let text = if args.json {
         format!("{whole}\n")
     } else {
-        render_text(meta, &reports, &problems, &across, m)
+        render_text(meta, &reports, &problems, &across, &stages)
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         let _ = writeln!(
@@ -575,7 +628,7 @@ pub fn report(
         let _ = writeln!(err, "erdma-cluster: {e}");
         return EXIT_OUTPUT;
     }
-    overall(&reports, &across, m).exit_code()
+    overall(&reports, &across, &stages).exit_code()
 }
 
 /// Whether every `--skip` name is a check or group of erdma-doctor.

@@ -134,6 +134,29 @@ fn pairs_without_rdma_fail_every_run_once() {
         pairs["gbps"],
         serde_json::json!([[null, null], [null, null]])
     );
+    // Against a baseline without documents: every direction a warning
+    // (nothing to compare), the job still failed by its pairs.
+    let empty = std::env::temp_dir().join(format!("erdma-cluster-nobase-{}", std::process::id()));
+    let (code, out, err) = mpirun(
+        2,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--baseline",
+            empty.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["baseline"]["status"], "warn", "{out}");
+    let rows = v["baseline"]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(
+        rows.iter()
+            .all(|r| r["note"].as_str().unwrap().contains("no baseline document"))
+    );
     // The text report says each error once.
     let (code, out, _) = mpirun(2, &["--skip", "gpu", "--pairs"]);
     assert_eq!(code, Some(2));
@@ -159,4 +182,11 @@ fn bad_pair_options_are_said_once() {
     let (code, _, err) = mpirun(2, &["--pairs", "--pair-port", "65535"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("take a lower port"), "{err}");
+    // --baseline compares pairs: it needs --pairs; --fail-below a ratio.
+    let (code, _, err) = mpirun(2, &["--baseline", "/tmp"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("--pairs"), "{err}");
+    let (code, _, err) = mpirun(2, &["--pairs", "--baseline", "/tmp", "--fail-below", "0"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("not a positive ratio"), "{err}");
 }

@@ -35,31 +35,44 @@ fn two_ranks_gather_real_reports() {
     assert_eq!(across[0]["id"], "cluster.one-rank-per-host");
 }
 
+/// One `erdma-cluster --pairs` job on two devices of the rig, with `extra`
+/// options.
+fn pairs_job(
+    devices: &str,
+    perf_args: &str,
+    port: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut args = vec![
+        "--skip",
+        "gpu",
+        "--pairs",
+        "--devices",
+        devices,
+        "--perf-args",
+        perf_args,
+        "--pair-port",
+        port,
+    ];
+    args.extend_from_slice(extra);
+    mpirun(2, &args)
+}
+
 /// `erdma-cluster --pairs` on two devices of the rig: the matrix (both
-/// directions measured), and each client's erdma-perf document under --out.
-fn pairs_on(devices: &str, perf_args: &str, tag: &str, port: &str) {
+/// directions measured), and each client's erdma-perf document under --out;
+/// with `baseline_port`, two more jobs compare themselves with that one.
+fn pairs_on(devices: &str, perf_args: &str, tag: &str, port: &str, baseline_port: Option<&str>) {
     // One pair job at a time: two would share the 2-CPU VM (and its ports).
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir =
         std::env::temp_dir().join(format!("erdma-cluster-pairs-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let (code, text, err) = mpirun(
-        2,
-        &[
-            "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            devices,
-            "--perf-args",
-            perf_args,
-            "--pair-port",
-            port,
-            "--out",
-            dir.to_str().unwrap(),
-        ],
+    let (code, text, err) = pairs_job(
+        devices,
+        perf_args,
+        port,
+        &["--json", "--out", dir.to_str().unwrap()],
     );
     let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
     let pairs = &v["pairs"];
@@ -101,7 +114,46 @@ fn pairs_on(devices: &str, perf_args: &str, tag: &str, port: &str) {
         text.contains("RDMA_Write BW") && text.contains("64 KiB"),
         "{text}"
     );
+    if let Some(port) = baseline_port {
+        against_baseline(devices, perf_args, port, &dir);
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Stage 4: the same pairs measured again, against the documents of `dir`:
+/// within a generous bound (ok), then under an impossible one (a failure).
+fn against_baseline(devices: &str, perf_args: &str, port: &str, dir: &std::path::Path) {
+    let base = dir.to_str().unwrap();
+    let (code, text, err) = pairs_job(
+        devices,
+        perf_args,
+        port,
+        &["--json", "--baseline", base, "--fail-below", "0.01"],
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    let b = &v["baseline"];
+    assert_eq!(b["status"], "ok", "{b:#}{err}");
+    assert_eq!(code, Some(1), "the shared-host warning only: {text}{err}");
+    let rows = b["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{b:#}");
+    for r in rows {
+        assert!(r["ratio"].as_f64().unwrap() > 0.01, "{r}");
+        assert!(r["baseline_gbps"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let (code, text, err) = pairs_job(
+        devices,
+        perf_args,
+        port,
+        &["--baseline", base, "--fail-below", "1000"],
+    );
+    assert_eq!(code, Some(2), "{text}{err}");
+    assert!(text.contains("# against the baseline"), "{text}");
+    assert_eq!(
+        text.matches("under 1000 of the baseline").count(),
+        2,
+        "{text}"
+    );
+    assert!(text.contains("# result: fail (exit 2)"), "{text}");
 }
 
 #[test]
@@ -113,6 +165,7 @@ fn pairs_over_rxe_with_gids() {
         &format!("-x {gid} -s 65536 -n 200 --report_gbits"),
         "rxe",
         "18600",
+        Some("18620"),
     );
 }
 
@@ -129,5 +182,6 @@ fn pairs_over_siw_through_rdma_cm() {
         "-s 65536 -n 200 --report_gbits",
         "siw",
         "18700",
+        None,
     );
 }
