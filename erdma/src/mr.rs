@@ -721,6 +721,42 @@ impl<B: HostMemory> MemoryRegion<B> {
         Ok(())
     }
 
+    /// The byte at `offset`, read once, at any time (as
+    /// [`MemoryRegion::read_at`]): the cheap form for polling a flag byte a
+    /// peer writes, as perftest's write_lat does.
+    #[inline]
+    pub fn read_byte(&self, offset: usize) -> Result<u8> {
+        if offset >= self.inner.len {
+            return Err(self.outside("MemoryRegion::read_byte", offset));
+        }
+        // SAFETY: offset lies in the region's host memory, which it owns and
+        // keeps allocated; a volatile read creates no reference to memory
+        // the device may be writing.
+        Ok(unsafe { std::ptr::read_volatile(self.inner.ptr.0.add(offset)) })
+    }
+
+    /// Sets the byte at `offset` (as [`MemoryRegion::write_at`]).
+    #[inline]
+    pub fn write_byte(&mut self, offset: usize, byte: u8) -> Result<()> {
+        if offset >= self.inner.len {
+            return Err(self.outside("MemoryRegion::write_byte", offset));
+        }
+        // SAFETY: as in read_byte, for a write; &mut self excludes local access.
+        unsafe { std::ptr::write_volatile(self.inner.ptr.0.add(offset), byte) };
+        Ok(())
+    }
+
+    #[cold]
+    fn outside(&self, what: &'static str, offset: usize) -> Error {
+        Error::invalid(
+            what,
+            format!(
+                "offset {offset} is outside the {}-byte region",
+                self.inner.len
+            ),
+        )
+    }
+
     /// Sets every byte of the region to `byte` (as [`MemoryRegion::write_at`]).
     pub fn fill(&mut self, byte: u8) {
         // SAFETY: the whole range of the region, as in write_at.

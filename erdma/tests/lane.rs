@@ -121,6 +121,12 @@ fn rxe_lane_write_send_read() {
     let got = dst.to_vec();
     let want = pattern(4096, 1);
     assert_eq!(&got[..8], &want[..8], "inline WRITE data");
+    // Single bytes, as write_lat polls and sets them (regions in use: copies).
+    assert_eq!(dst.read_byte(7).unwrap(), want[7]);
+    assert!(dst.read_byte(4096).is_err());
+    src.write_byte(4095, 0xa5).unwrap();
+    assert_eq!(src.read_byte(4095).unwrap(), 0xa5);
+    assert!(src.write_byte(4096, 0).is_err());
     assert_eq!(&got[100..1100], &want[..1000], "first gathered entry");
     assert_eq!(&got[1100..2100], &want[2000..3000], "second gathered entry");
 

@@ -229,7 +229,7 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
                 break;
             }
             scnt += 1;
-            r.lmr.write(last, &[scnt as u8])?;
+            r.lmr.set_byte(last, scnt as u8)?;
             write
                 .post()
                 .map_err(|e| PerfError::rdma(format!("post RDMA WRITE {scnt}"), e))?;

@@ -183,9 +183,27 @@ impl Region {
     /// One byte (write_lat's polling, iWARP credits).
     #[inline]
     pub fn byte(&self, offset: usize) -> PerfResult<u8> {
-        let mut b = [0u8];
-        self.read(offset, &mut b)?;
-        Ok(b[0])
+        match self {
+            Region::Host(m) => m
+                .read_byte(offset)
+                .ctx(|| format!("read byte {offset} of the buffer")),
+            Region::Gpu(_) => {
+                let mut b = [0u8];
+                self.read(offset, &mut b)?;
+                Ok(b[0])
+            }
+        }
+    }
+
+    /// Sets the byte at `offset` (write_lat's message counter).
+    #[inline]
+    pub fn set_byte(&mut self, offset: usize, byte: u8) -> PerfResult<()> {
+        match self {
+            Region::Host(m) => m
+                .write_byte(offset, byte)
+                .ctx(|| format!("write byte {offset} of the buffer")),
+            Region::Gpu(_) => self.write(offset, &[byte]),
+        }
     }
 }
 
