@@ -69,15 +69,14 @@ pub struct Args {
     #[arg(long, value_name = "DIR", requires = "pairs")]
     pub baseline: Option<std::path::PathBuf>,
     /// With --baseline: a pair under R times its baseline bandwidth fails.
-    #[arg(long, value_name = "R", default_value_t = 0.9, value_parser = ratio, requires = "baseline")]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 0.9,
+        value_parser = crate::compare::cli::positive,
+        requires = "baseline"
+    )]
     pub fail_below: f64,
-}
-
-fn ratio(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("`{s}` is not a positive ratio (such as 0.9)")),
-    }
 }
 
 /// What the stages after the checks found: the pair matrix (`--pairs`) and

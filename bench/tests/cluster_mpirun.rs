@@ -188,5 +188,5 @@ fn bad_pair_options_are_said_once() {
     assert!(err.contains("--pairs"), "{err}");
     let (code, _, err) = mpirun(2, &["--pairs", "--baseline", "/tmp", "--fail-below", "0"]);
     assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("not a positive ratio"), "{err}");
+    assert!(err.contains("is not a positive number"), "{err}");
 }

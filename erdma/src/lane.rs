@@ -198,8 +198,8 @@ impl Lane {
                 needed: "the QP must be RTS: connect it first",
             });
         }
-        if qp.outstanding() != (0, 0) {
-            let (s, r) = qp.outstanding();
+        let (s, r) = qp.outstanding();
+        if (s, r) != (0, 0) {
             return Err(Error::invalid(
                 "Lane::new",
                 format!(
@@ -511,10 +511,10 @@ impl PreparedSend<'_> {
         }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the provider's post_send (Ops) on a live QP in RTS that
-        // only this lane posts on; the request and the entries its sg_list points to live in their own allocation
-        // across the call; the memory they name was checked when prepared and
-        // is bound to the lane, so it stays registered and allocated until
-        // the QP is destroyed.
+        // only this lane posts on; the request and the entries its sg_list
+        // points to live in their own allocation across the call; the memory
+        // they name was checked when prepared and is bound to the lane, so it
+        // stays registered and allocated until the QP is destroyed.
         let rc = unsafe { (lane.ops.post_send)(lane.raw_qp.0, self.wr.wr(), &mut bad) };
         if rc == 0 {
             return Ok(());

@@ -726,9 +726,7 @@ impl<B: HostMemory> MemoryRegion<B> {
     /// peer writes, as perftest's write_lat does.
     #[inline]
     pub fn read_byte(&self, offset: usize) -> Result<u8> {
-        if offset >= self.inner.len {
-            return Err(self.outside("MemoryRegion::read_byte", offset));
-        }
+        let (offset, _) = self.copy_range("MemoryRegion::read_byte", offset, 1)?;
         // SAFETY: offset lies in the region's host memory, which it owns and
         // keeps allocated; a volatile read creates no reference to memory
         // the device may be writing.
@@ -738,23 +736,10 @@ impl<B: HostMemory> MemoryRegion<B> {
     /// Sets the byte at `offset` (as [`MemoryRegion::write_at`]).
     #[inline]
     pub fn write_byte(&mut self, offset: usize, byte: u8) -> Result<()> {
-        if offset >= self.inner.len {
-            return Err(self.outside("MemoryRegion::write_byte", offset));
-        }
+        let (offset, _) = self.copy_range("MemoryRegion::write_byte", offset, 1)?;
         // SAFETY: as in read_byte, for a write; &mut self excludes local access.
         unsafe { std::ptr::write_volatile(self.inner.ptr.0.add(offset), byte) };
         Ok(())
-    }
-
-    #[cold]
-    fn outside(&self, what: &'static str, offset: usize) -> Error {
-        Error::invalid(
-            what,
-            format!(
-                "offset {offset} is outside the {}-byte region",
-                self.inner.len
-            ),
-        )
     }
 
     /// Sets every byte of the region to `byte` (as [`MemoryRegion::write_at`]).

@@ -50,28 +50,8 @@ fn lanes(a: Side, b: Side) -> (Lane, ProtectionDomain, Lane, ProtectionDomain) {
 
 /// A connected rxe pair whose CQs have 64 entries (its queues' 32 + 32).
 fn small_pair(x: &str, y: &str) -> (Side, Side) {
-    let side = |dev: &str| {
-        let ctx = Context::open(dev).unwrap();
-        let gid = ctx.select_gid(1, None).unwrap();
-        let pd = ctx.alloc_pd().unwrap();
-        let cq = ctx.create_cq(64).unwrap();
-        let qp = pd.create_rc_qp(&cq, &cq, &caps()).unwrap();
-        Side {
-            ctx,
-            pd,
-            cq,
-            qp,
-            gid,
-        }
-    };
-    let (a, b) = (side(x), side(y));
-    let (ea, eb) = (
-        a.qp.endpoint(&a.gid).unwrap(),
-        b.qp.endpoint(&b.gid).unwrap(),
-    );
-    a.qp.connect(&ea, &eb, &ConnectOptions::default()).unwrap();
-    b.qp.connect(&eb, &ea, &ConnectOptions::default()).unwrap();
-    (a, b)
+    let side = |dev: &str| side_with_cq(dev, &caps(), |ctx| ctx.create_cq(64));
+    connect(side(x), side(y))
 }
 
 #[test]

@@ -83,7 +83,9 @@ pub struct Args {
     pub plot: Option<String>,
 }
 
-fn positive(s: &str) -> Result<f64, String> {
+/// A ratio option's value: a finite number above 0 (also erdma-cluster's
+/// `--fail-below`).
+pub fn positive(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
         _ => Err(format!(

@@ -15,7 +15,7 @@ use erdma::{RecvRequest, RemoteBuffer, SendRequest, WcStatus, WorkCompletion};
 use super::cases::Verb;
 use super::clock::{Calibration, ticks};
 use super::error::{PerfError, PerfResult};
-use super::memory::{Region, Salt, check_pattern};
+use super::memory::{Layout, Region, Salt, check_pattern};
 use super::options::{AtomicType, Options};
 use super::rdma::{Resources, rx_window};
 use super::report::BwMeasure;
@@ -145,16 +145,16 @@ fn wc_error(w: &WorkCompletion, comm: &mut dyn Comm, what: String) -> PerfError 
 /// Posts the receives of a SEND test for messages of `size` (perftest's
 /// `ctx_set_recv_wqes`): the RX window per QP, at most the iterations.
 pub fn post_recvs(r: &mut Resources, o: &Options, size: u64) -> PerfResult<()> {
-    if r.lane.is_some() {
-        return post_lane_recvs(r, o, size);
-    }
-    let n = r.qps.len();
     let window = rx_window(o, &r.layout, size);
     let first = if o.duration.is_some() {
         window
     } else {
         window.min(o.iters)
     };
+    if r.lane.is_some() {
+        return super::lat::post_lane_recvs(r, o, size, first);
+    }
+    let n = r.qps.len();
     r.recv_posted = vec![0; n];
     for i in 0..n {
         for _ in 0..first {
@@ -164,46 +164,19 @@ pub fn post_recvs(r: &mut Resources, o: &Options, size: u64) -> PerfResult<()> {
     Ok(())
 }
 
-/// [`post_recvs`] on a latency test's lane: one receive walked over the
-/// slots, as [`super::lat::send_lat`] reposts it.
-fn post_lane_recvs(r: &mut Resources, o: &Options, size: u64) -> PerfResult<()> {
-    let window = rx_window(o, &r.layout, size);
-    let first = if o.duration.is_some() {
-        window
-    } else {
-        window.min(o.iters)
-    };
-    r.recv_posted = vec![0];
-    let lane = r.lane()?;
-    let mut recv = lane
-        .prepare_recv(RecvRequest::new([r.xmr.slice(0, size)?]))
-        .map_err(|e| PerfError::rdma("prepare a receive", e))?;
-    let slots = recv_slots(r, o, size);
-    for n in 0..first {
-        let slot = n % slots;
-        let off = slot * r.layout.inc(size);
-        recv.set_local(r.xmr.slice(off, size)?)
-            .and_then(|()| {
-                recv.set_wr_id(slot);
-                recv.post()
-            })
-            .map_err(|e| PerfError::rdma("post a receive", e))?;
-    }
-    r.recv_posted[0] = first;
-    Ok(())
-}
-
-fn recv_slots(r: &Resources, o: &Options, size: u64) -> u64 {
+/// How many receive slots messages of `size` cycle through (with
+/// `--verify`, the RX window: no slot is reused before it is checked).
+pub fn recv_slots(o: &Options, layout: &Layout, size: u64) -> u64 {
     if o.verify {
-        rx_window(o, &r.layout, size)
+        rx_window(o, layout, size)
     } else {
-        r.layout.slots(size)
+        layout.slots(size)
     }
 }
 
 #[inline]
 fn post_one_recv(r: &mut Resources, o: &Options, i: usize, size: u64) -> PerfResult<()> {
-    let slot = r.recv_posted[i] % recv_slots(r, o, size);
+    let slot = r.recv_posted[i] % recv_slots(o, &r.layout, size);
     let off = i as u64 * r.recv_stride + slot * r.layout.inc(size);
     let req = RecvRequest::new([r.xmr.slice(off, size)?]).wr_id(((i as u64) << 32) | slot);
     r.qps[i]

@@ -6,14 +6,15 @@
 //! ([`super::rdma::Resources::lane`]): each request is prepared once per size
 //! and posted as perftest posts its prebuilt work request.
 
-use erdma::{Completion, Lane, RecvRequest, SendRequest};
+use erdma::{Completion, Lane, LocalSlice, PreparedRecv, RecvRequest, SendRequest};
 
-use super::bw::{Run, inline_ok};
+use super::bw::{Run, inline_ok, recv_slots};
 use super::cases::Verb;
 use super::clock::{Calibration, ticks};
 use super::error::{PerfError, PerfResult};
-use super::memory::{Salt, check_pattern, pattern};
-use super::options::AtomicType;
+use super::memory::{Layout, Region, Salt, check_pattern, pattern};
+use super::options::{AtomicType, Options};
+use super::rdma::{Resources, no_lane};
 use super::report::LatMeasure;
 use super::watch::Watch;
 use super::wire::Comm;
@@ -261,36 +262,20 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     let r = &mut *run.r;
     let lane = r.lane.as_ref().ok_or_else(no_lane)?;
-    let prepare = |req: SendRequest<'_>| {
+    let prepare = |signaled: bool| {
+        let mut req = SendRequest::send([r.lmr.slice(0, size)?]);
+        if inline {
+            req = req.inline();
+        }
+        if !signaled {
+            req = req.unsignaled();
+        }
         lane.prepare_send(req)
             .map_err(|e| PerfError::rdma("prepare the SEND", e))
     };
-    let source = || r.lmr.slice(0, size);
-    let plain = SendRequest::send([source()?]);
-    let (mut signaled, mut quiet) = if inline {
-        (
-            prepare(plain.inline())?,
-            prepare(SendRequest::send([source()?]).inline().unsignaled())?,
-        )
-    } else {
-        (
-            prepare(plain)?,
-            prepare(SendRequest::send([source()?]).unsignaled())?,
-        )
-    };
-    let mut recv = lane
-        .prepare_recv(RecvRequest::new([r.xmr.slice(0, size)?]))
-        .map_err(|e| PerfError::rdma("prepare a receive", e))?;
-    let slots = if o.verify {
-        super::rdma::rx_window(o, &r.layout, size)
-    } else {
-        r.layout.slots(size)
-    };
-    // The receive slots, made once per size (the loop only picks one).
-    let inc = r.layout.inc(size);
-    let ring = (0..slots)
-        .map(|slot| r.xmr.slice(slot * inc, size))
-        .collect::<PerfResult<Vec<_>>>()?;
+    let (mut signaled, mut quiet) = (prepare(true)?, prepare(false)?);
+    let ring = recv_ring(&r.xmr, &r.layout, o, size)?;
+    let mut recv = prepare_ring_recv(lane, &ring)?;
     loop {
         if timed && scnt >= iters && rcnt >= iters {
             break;
@@ -312,13 +297,7 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
             rcnt += 1;
             // perftest posts iterations receives in all (none beyond).
             if !timed || r.recv_posted[0] < iters {
-                let slot = r.recv_posted[0] % slots;
-                recv.set_local(ring[slot as usize])
-                    .and_then(|()| {
-                        recv.set_wr_id(slot);
-                        recv.post()
-                    })
-                    .map_err(|e| PerfError::rdma("post a receive", e))?;
+                post_ring_slot(&mut recv, &ring, r.recv_posted[0])?;
                 r.recv_posted[0] += 1;
             }
         }
@@ -342,13 +321,53 @@ pub fn send_lat(run: &mut Run<'_>, client: bool) -> PerfResult<LatMeasure> {
     Ok(stamps.measure(size, iters, hz, 2))
 }
 
-/// A latency loop without its lane: a bug (the session makes it on connect).
-#[cold]
-fn no_lane() -> PerfError {
-    PerfError::rdma(
-        "the latency loop",
-        erdma::Error::invalid("erdma-perf", "the QP was not made a lane: connect first"),
-    )
+/// The receive buffers of messages of `size`, one per slot (made once per
+/// size: the loops only pick one).
+fn recv_ring<'m>(
+    xmr: &'m Region,
+    layout: &Layout,
+    o: &Options,
+    size: u64,
+) -> PerfResult<Vec<LocalSlice<'m>>> {
+    let inc = layout.inc(size);
+    (0..recv_slots(o, layout, size))
+        .map(|slot| xmr.slice(slot * inc, size))
+        .collect()
+}
+
+/// The one receive a lane walks over the ring's slots.
+fn prepare_ring_recv<'l>(lane: &'l Lane, ring: &[LocalSlice<'_>]) -> PerfResult<PreparedRecv<'l>> {
+    lane.prepare_recv(RecvRequest::new([ring[0]]))
+        .map_err(|e| PerfError::rdma("prepare a receive", e))
+}
+
+/// Posts receive number `n` into its slot (its wr_id the slot).
+#[inline]
+fn post_ring_slot(recv: &mut PreparedRecv<'_>, ring: &[LocalSlice<'_>], n: u64) -> PerfResult<()> {
+    let slot = n % ring.len() as u64;
+    recv.set_local(ring[slot as usize])
+        .and_then(|()| {
+            recv.set_wr_id(slot);
+            recv.post()
+        })
+        .map_err(|e| PerfError::rdma("post a receive", e))
+}
+
+/// The first receives of a SEND latency test for `size` (perftest's
+/// `ctx_set_recv_wqes`) on the lane, walked as [`send_lat`] reposts them.
+pub(super) fn post_lane_recvs(
+    r: &mut Resources,
+    o: &Options,
+    size: u64,
+    first: u64,
+) -> PerfResult<()> {
+    let ring = recv_ring(&r.xmr, &r.layout, o, size)?;
+    let mut recv = prepare_ring_recv(r.lane()?, &ring)?;
+    for n in 0..first {
+        post_ring_slot(&mut recv, &ring, n)?;
+    }
+    r.recv_posted = vec![first];
+    Ok(())
 }
 
 /// `read_lat` / `atomic_lat` for messages of `size` (the client).

@@ -89,6 +89,15 @@ pub struct Credits {
     pub every: u64,
 }
 
+/// A latency loop without its lane: a bug (the session makes it on connect).
+#[cold]
+pub fn no_lane() -> PerfError {
+    PerfError::rdma(
+        "the latency loop",
+        erdma::Error::invalid("erdma-perf", "the QP was not made a lane: connect first"),
+    )
+}
+
 /// Everything RDMA of a run. Fields drop in order: QPs first (they hold
 /// their buffers' leases), then memory, CQs, PD, and the CM ids last.
 pub struct Resources {
@@ -503,12 +512,7 @@ impl Resources {
 
     /// The lane of a latency test ([`Resources::make_lane`]).
     pub fn lane(&self) -> PerfResult<&Lane> {
-        self.lane.as_ref().ok_or_else(|| {
-            PerfError::rdma(
-                "the latency loop",
-                erdma::Error::invalid("erdma-perf", "the QP was not made a lane: connect first"),
-            )
-        })
+        self.lane.as_ref().ok_or_else(no_lane)
     }
 
     /// This side's connection records (`set_up_connection`).

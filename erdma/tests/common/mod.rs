@@ -62,18 +62,27 @@ pub struct Side {
 }
 
 pub fn side(dev: &str, caps: &QpCapabilities) -> Side {
-    let ctx = Context::open(dev).unwrap();
-    let gid = ctx.select_gid(1, None).unwrap();
-    let pd = ctx.alloc_pd().unwrap();
-    let cq = ctx
-        .create_cq_with(
+    side_with_cq(dev, caps, |ctx| {
+        ctx.create_cq_with(
             1024,
             &CqOptions {
                 channel: true,
                 comp_vector: 0,
             },
         )
-        .unwrap();
+    })
+}
+
+/// [`side`] with the CQ `cq` makes.
+pub fn side_with_cq(
+    dev: &str,
+    caps: &QpCapabilities,
+    cq: impl FnOnce(&Context) -> Result<CompletionQueue>,
+) -> Side {
+    let ctx = Context::open(dev).unwrap();
+    let gid = ctx.select_gid(1, None).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = cq(&ctx).unwrap();
     let qp = pd.create_rc_qp(&cq, &cq, caps).unwrap();
     Side {
         ctx,
@@ -87,8 +96,11 @@ pub fn side(dev: &str, caps: &QpCapabilities) -> Side {
 /// Two QPs on two devices connected through their endpoint records (the
 /// in-process version of what two hosts do over TCP).
 pub fn rc_pair(a: &str, b: &str, caps: &QpCapabilities) -> (Side, Side) {
-    let x = side(a, caps);
-    let y = side(b, caps);
+    connect(side(a, caps), side(b, caps))
+}
+
+/// Connects two sides' QPs to each other.
+pub fn connect(x: Side, y: Side) -> (Side, Side) {
     let ex = x.qp.endpoint(&x.gid).unwrap();
     let ey = y.qp.endpoint(&y.gid).unwrap();
     let opts = ConnectOptions::default();
