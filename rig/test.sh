@@ -8,7 +8,12 @@
 #          traffic, two processes over the TCP exchange, error paths), devinfo
 #          vs ibv_devinfo (-v per device, short, -l, -i) byte for byte, devinfo
 #          errors and --json, the examples (readme, rdma_pingpong over rxe and siw).
-# usage: rig/test.sh [--no-build] [--no-siw] [--release]
+# Each VM step has its own time budget, scaled by the guest's measured speed
+# (rig/guest/tests.sh), and prints its time; the VM as a whole gets only a
+# backstop limit (--vm-timeout, default 5400 s, CI's own limit).
+# usage: rig/test.sh [--no-siw] [--release] [--quick] [--vm-timeout SEC]
+#   --quick: a smoke test (devinfo, the examples over rxe and siw, one
+#            erdma-perf pair), for the edit loop; CI runs everything
 # env:   CARGO (default cargo), ERDMA_RIG_LOGS (default target/rig-logs: one log
 #        per step), ERDMA_RIG_CACHE (see rig/setup.sh).
 # exit:  0 all passed; 1 a step failed; 126 host setup failed (see rig/setup.sh)
@@ -16,16 +21,21 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd -P)
 CARGO=${CARGO:-cargo}
-BUILD=1 VMARGS=() PROFILE=()
-for a in "$@"; do
-  case $a in
-    --no-build) BUILD=0 ;;
+VMARGS=() PROFILE=() QUICK=0 VM_TIMEOUT=5400
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --no-build) ;;  # older scripts: cargo rebuilds only what is stale anyway
     --no-siw) VMARGS+=(--no-siw) ;;
     --release) PROFILE=(--release) ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "rig/test.sh: unknown option $a" >&2; exit 2 ;;
+    --quick) QUICK=1 ;;
+    --vm-timeout) VM_TIMEOUT=${2:?--vm-timeout needs seconds}; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "rig/test.sh: unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
+export ERDMA_RIG_QUICK=$QUICK
+VMARGS+=(--timeout "$VM_TIMEOUT")
 T0=$(date +%s)
 export ERDMA_RIG_LOGS=${ERDMA_RIG_LOGS:-$ROOT/target/rig-logs}
 rm -rf "$ERDMA_RIG_LOGS"; mkdir -p "$ERDMA_RIG_LOGS"
@@ -37,15 +47,14 @@ hstep() {  # hstep NAME CMD...: a host-side check
 
 # ------------------------------------------------------------ build (host)
 echo "== build"
-if [[ $BUILD == 1 ]]; then
-  "$CARGO" build "${PROFILE[@]}" -p erdma-bench -p erdma-benches --bins -p erdma-examples --examples || exit 1
-fi
-# The erdma crate's integration tests, and the other crates' tests named rig_*.
-# Built with --workspace, as `cargo test --workspace` builds them: the same
-# features, so the same artifacts (a -p selection unifies features differently
-# and builds a second copy of every test: gigabytes on CI's disk).
+# The erdma crate's integration tests, and the other crates' tests named rig_*;
+# the same build makes the tools and the examples. Built as `cargo test
+# --workspace` builds them (scripts/test.sh ran it already): the same features,
+# so the same artifacts (a -p selection, or `cargo build`, which leaves the
+# dev-dependencies out, unifies features differently and builds erdma-bench and
+# much of the tree again: minutes, and gigabytes on CI's disk).
 # Compiler errors go to stderr (json output would swallow them).
-bins=$("$CARGO" test "${PROFILE[@]}" --workspace --tests --no-run --message-format=json | python3 -c '
+bins=$("$CARGO" test "${PROFILE[@]}" --workspace --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -60,7 +69,8 @@ for line in sys.stdin:
     elif name.startswith("rig_"):
         print(m["executable"])') || { echo "cargo test --no-run failed"; df -h "$ROOT" | tail -1; exit 1; }
 # The criterion benches, run once each in the VM (criterion's --test mode).
-benches=$("$CARGO" test "${PROFILE[@]}" -p erdma-benches --benches --no-run --message-format=json | python3 -c '
+benches=
+[[ $QUICK == 1 ]] || benches=$("$CARGO" test "${PROFILE[@]}" --workspace --benches --no-run --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -72,7 +82,9 @@ export ERDMA_RIG_BENCHES=$(echo $benches)
 TARGET=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 if [[ ${#PROFILE[@]} == 0 ]]; then DIR=$TARGET/debug; else DIR=$TARGET/release; fi
 export ERDMA_RIG_TEST_BINS=$(echo $bins) ERDMA_RIG_DEVINFO=$DIR/devinfo ERDMA_RIG_EXAMPLES=$DIR/examples ERDMA_RIG_BENCH=$DIR
-[[ -x $ERDMA_RIG_DEVINFO && -x $ERDMA_RIG_EXAMPLES/rdma_pingpong && -n $bins ]] || { echo "binaries missing (run without --no-build)"; exit 1; }
+# The binaries do not change while the VM runs: read through its page cache.
+export ERDMA_RIG_CACHED_DIRS=$DIR${ERDMA_RIG_CACHED_DIRS:+:$ERDMA_RIG_CACHED_DIRS}
+[[ -x $ERDMA_RIG_DEVINFO && -x $ERDMA_RIG_EXAMPLES/rdma_pingpong && -n $bins ]] || { echo "binaries missing (cargo test --no-run built no devinfo or rdma_pingpong)"; exit 1; }
 
 # ------------------------------------------------------------ host checks
 echo "== host"

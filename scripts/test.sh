@@ -9,12 +9,20 @@
 #   4. the RDMA rig: a VM with a real kernel RDMA stack (Soft-RoCE + Soft-iWARP)
 #      runs every test that needs devices (rig/test.sh)
 #
-# usage: scripts/test.sh [--no-rig]
+# usage: scripts/test.sh [--no-rig | --quick]
+#   --quick: for the edit loop (a few minutes once built): fmt, clippy, the host
+#            tests and a rig smoke test (rig/test.sh --quick); CI runs it all.
+# Each step's time is printed at its end and in a table at the end.
 # exit status: 0 all passed; otherwise the failing step's status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RIG=1
-[[ ${1:-} == --no-rig ]] && RIG=0
+RIG=1 QUICK=0
+case ${1:-} in
+  --no-rig) RIG=0 ;;
+  --quick) QUICK=1 ;;
+  "") ;;
+  *) echo "scripts/test.sh: unknown option $1 (--no-rig, --quick)" >&2; exit 2 ;;
+esac
 export CARGO_TERM_COLOR=never OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Disk: a fresh CI machine may have only ~10 GB free. No incremental caches
 # (nothing is rebuilt twice here) and line tables only (backtraces keep their
@@ -40,7 +48,13 @@ if [[ -f $CUDA_HDRS/nvrtc-12.0/.done ]]; then
   export ERDMA_PTX_NVRTC=$CUDA_HDRS/nvrtc-12.0/nvidia/cuda_nvrtc/lib/libnvrtc.so.12
 fi
 
-step() { printf '\n=== %s (%s, %s free)\n' "$1" "$(date +%T)" "$(df -h --output=avail . | tail -1 | tr -d ' ')"; }
+# step NAME: starts a step; the previous one's time goes into the table.
+TIMES=() STEP= TSTEP=$SECONDS
+step() {
+  [[ -n $STEP ]] && TIMES+=("$(printf '%6ss  %s' $((SECONDS - TSTEP)) "$STEP")")
+  STEP=$1 TSTEP=$SECONDS
+  printf '\n=== %s (%s, %s free)\n' "$1" "$(date +%T)" "$(df -h --output=avail . | tail -1 | tr -d ' ')"
+}
 T0=$SECONDS
 
 step "cargo fmt --check"
@@ -51,36 +65,48 @@ bash scripts/lint-dockerfile.sh
 
 step "cargo clippy (default features, all targets)"
 cargo clippy --workspace --all-targets -- -D warnings
-step "cargo clippy (erdma-bench without mpi)"
-cargo clippy -p erdma-bench --no-default-features --all-targets -- -D warnings
+if [[ $QUICK == 0 ]]; then
+  step "cargo clippy (erdma-bench without mpi)"
+  cargo clippy -p erdma-bench --no-default-features --all-targets -- -D warnings
+fi
 
 step "host tests (cargo test --workspace)"
 mkdir -p target
 cargo test --workspace 2>&1 | tee target/host-tests.log
-step "Miri: the bookkeeping of posted requests and the region copies (no devices)"
-if cargo +nightly miri --version >/dev/null 2>&1; then
-  cargo +nightly miri test -q -p erdma --lib -- pending:: mr::tests 2>&1 | tail -3
-else
-  echo "warning: Miri is not installed (scripts/setup.sh installs it): skipped" >&2
-fi
-step "criterion benches compile (run in the rig: scripts/bench-datapath.sh)"
-cargo bench -q -p erdma-benches --no-run
-step "doc tests and docs (rustdoc -D warnings)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
-
-step "build without MPI (containers without Open MPI)"
-cargo build -q -p erdma-bench --no-default-features --bins --target-dir target/nompi
-for b in target/nompi/debug/all_reduce_perf target/nompi/debug/devinfo; do
-  if readelf -d "$b" | grep -E 'NEEDED.*(libmpi|libibverbs|librdmacm|libcuda|libnccl)'; then
-    echo "error: $b links a library that must be loaded at run time" >&2; exit 1
+if [[ $QUICK == 0 ]]; then
+  step "Miri: the bookkeeping of posted requests and the region copies (no devices)"
+  if cargo +nightly miri --version >/dev/null 2>&1; then
+    cargo +nightly miri test -q -p erdma --lib -- pending:: mr::tests 2>&1 | tail -3
+  else
+    echo "warning: Miri is not installed (scripts/setup.sh installs it): skipped" >&2
   fi
-done
-target/nompi/debug/all_reduce_perf -b 8 -e 1K -f 4 --backend host -t 2 | tail -4
+  # The criterion benches: clippy --all-targets type-checks them and the rig
+  # builds and runs each once (criterion's --test mode, test profile), so no
+  # release build of the whole tree here.
+  step "doc tests and docs (rustdoc -D warnings)"
+  RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+
+  # In the same target directory: only erdma-bench itself is built again
+  # without the feature (the dependencies are shared; cargo keeps both
+  # feature sets' artifacts, so the later builds with MPI are not redone).
+  step "build without MPI (containers without Open MPI)"
+  mkdir -p target/nompi
+  cargo build -q -p erdma-bench --no-default-features --bin all_reduce_perf --bin devinfo
+  cp target/debug/all_reduce_perf target/debug/devinfo target/nompi/
+  for b in target/nompi/all_reduce_perf target/nompi/devinfo; do
+    if readelf -d "$b" | grep -E 'NEEDED.*(libmpi|libibverbs|librdmacm|libcuda|libnccl)'; then
+      echo "error: $b links a library that must be loaded at run time" >&2; exit 1
+    fi
+  done
+  target/nompi/all_reduce_perf -b 8 -e 1K -f 4 --backend host -t 2 | tail -4
+fi
 
 if [[ $RIG == 1 ]]; then
+  QUICK_ARG=(); [[ $QUICK == 1 ]] && QUICK_ARG=(--quick)
   step "RDMA rig tests (VM with Soft-RoCE and Soft-iWARP)"
-  rig/test.sh 2>&1 | tee target/rig-tests.log
+  rig/test.sh "${QUICK_ARG[@]}" 2>&1 | tee target/rig-tests.log
 fi
+step end
 # One closing line that counts everything: cargo's tests (ignored ones are the
 # rig-only tests, run inside the VM above) and the rig's steps.
 sum() { grep -Eo "$1" "${@:2}" 2>/dev/null | grep -Eo '[0-9]+' | awk '{s+=$1} END{print s+0}'; }
@@ -89,5 +115,6 @@ cargo_ignored=$(sum '[0-9]+ ignored' target/host-tests.log)
 rig_passed=0
 [[ $RIG == 1 ]] && rig_passed=$(sum '^(rig|host): [0-9]+ passed' target/rig-tests.log)
 echo
+echo "time per step:"; printf '  %s\n' "${TIMES[@]}"
 echo "all tests passed in $((SECONDS - T0)) s: cargo test $cargo_passed, rig steps $rig_passed"
 echo "summary: $((cargo_passed + rig_passed)) passed, 0 failed, $cargo_ignored skipped"

@@ -3,6 +3,17 @@
 # the command with the rig's environment. Argument: the per-run env file.
 source "$1"
 read -r T_GUEST _ </proc/uptime
+# vm.sh shared each of CACHED (e.g. /usr) again as /run/erdma-cache-N: mount
+# it with the page cache on and put it over its path, so that libraries and
+# binaries are read from the host once, not at every process start.
+for i in "${!CACHED[@]}"; do
+  m=/run/erdma-cache-$i
+  tag=$(awk -v m="$m" '$2 == m {print $1}' /proc/mounts)
+  [[ -n $tag ]] && umount "$m" &&
+    mount -t 9p -o ro,version=9p2000.L,trans=virtio,access=any,msize=524288,cache=loose "$tag" "$m" &&
+    mount --bind "$m" "${CACHED[$i]}" ||
+    echo "[rig] warning: ${CACHED[$i]} is read without the page cache" >&2
+done
 if ! SIW=$SIW SIWKO=$SIWKO MTU=$MTU bash -e "$(dirname "$0")/setup-rdma.sh" >/tmp/rig-setup.log 2>&1; then
   echo "[rig] guest RDMA setup failed:" >&2; cat /tmp/rig-setup.log >&2; exit 125
 fi

@@ -10,7 +10,10 @@
 PERF=$BENCH/erdma-perf
 PERF_LOGS=$LOGS/perf
 mkdir -p "$PERF_LOGS"
-export PERF PERF_LOGS
+# Each process's limit and the wait for the server's banner, scaled with the
+# machine's speed (tests.sh).
+PERF_T=$(scaled 120) PERF_BANNER_T=$(scaled 60)
+export PERF PERF_LOGS PERF_T PERF_BANNER_T
 
 # perf_pair NAME SERVER-CMD... -- CLIENT-CMD...: starts the server, waits
 # for its banner (it listens then), runs the client; both must exit 0.
@@ -36,13 +39,13 @@ perf_pair_once() {
   out=$PERF_LOGS/$name.server
   : >"$out"
   # Line-buffered: perftest's banner must show before the server waits.
-  timeout 120 stdbuf -oL "${s[@]}" >"$out" 2>&1 &
+  timeout "$PERF_T" stdbuf -oL "${s[@]}" >"$out" 2>&1 &
   sp=$!
-  local deadline=$((SECONDS + 60))
+  local deadline=$((SECONDS + PERF_BANNER_T))
   while [[ $(<"$out") != *"Waiting for client"* ]] && kill -0 $sp 2>/dev/null && ((SECONDS < deadline)); do
     sleep 0.1
   done
-  timeout 120 "${c[@]}" >"$PERF_LOGS/$name.client" 2>&1
+  timeout "$PERF_T" "${c[@]}" >"$PERF_LOGS/$name.client" 2>&1
   rc=$?
   wait $sp
   rs=$?
@@ -138,6 +141,12 @@ perf_compare() {
 }
 export -f perf_pair perf_pair_once perf_suite perf_options perf_compare
 
+if [[ $QUICK == 1 ]]; then
+  step "erdma-perf rxe: write_bw --verify (quick)" 120 perf_pair quick-write_bw \
+    "$PERF" write_bw --verify -d rxe1 -x "$ERDMA_RIG_RXE_GID_INDEX" -n 20 -- \
+    "$PERF" write_bw --verify -d rxe0 -x "$ERDMA_RIG_RXE_GID_INDEX" -n 20 "$ERDMA_RIG_RXE_IP1"
+  return 0
+fi
 step "erdma-perf rxe: 8 tests, --verify" 400 perf_suite ours rxe
 step "erdma-perf rxe: perftest server, erdma-perf client" 400 perf_suite pt-server rxe
 step "erdma-perf rxe: erdma-perf server, perftest client" 400 perf_suite pt-client rxe
