@@ -451,6 +451,15 @@ impl CompletionQueue {
         self.attached().by_generation.insert(generation, qp);
     }
 
+    /// The live QP of `generation` attached here; the lock is released on
+    /// return (see `translate`).
+    fn lookup(&self, generation: u32) -> Option<std::sync::Arc<QpShared>> {
+        self.attached()
+            .by_generation
+            .get(&generation)
+            .and_then(Weak::upgrade)
+    }
+
     pub(crate) fn detach(&self, generation: u32) {
         self.attached().by_generation.remove(&generation);
     }
@@ -512,8 +521,10 @@ impl CompletionQueue {
         if wcs.is_empty() {
             return 0;
         }
-        let attached = self.attached();
-        // Most CQs serve one QP: resolve a generation once per batch.
+        // Most CQs serve one QP: resolve a generation once per batch. The
+        // lock is held only to look the QP up: this poller may end up holding
+        // the last reference to a QP its owner dropped meanwhile, and the
+        // QP's drop detaches it from this CQ under the same lock.
         let mut last: Option<(u32, Option<std::sync::Arc<QpShared>>)> = None;
         let mut k = 0;
         for wc in wcs {
@@ -522,10 +533,9 @@ impl CompletionQueue {
                 None => wc.wr_id,
                 Some(id) => {
                     if last.as_ref().is_none_or(|(g, _)| *g != id.generation) {
-                        let qp = attached
-                            .by_generation
-                            .get(&id.generation)
-                            .and_then(Weak::upgrade);
+                        let qp = self.lookup(id.generation);
+                        // The QP resolved before (if any) is dropped here,
+                        // with no lock held.
                         last = Some((id.generation, qp));
                     }
                     let qp = last.as_ref().and_then(|(_, q)| q.as_ref());

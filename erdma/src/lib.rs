@@ -83,10 +83,18 @@ pub use gid::{Gid, GidEntry, GidType};
 pub use gpu::{GpuMemory, GpuRegistration};
 pub use lane::{Completion, Lane, PreparedRecv, PreparedSend};
 pub use mr::{
-    AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
-    RegisterBuffer, RemoteBuffer,
+    AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, OpaqueMemory,
+    RawBuffer, RegisterBuffer, RemoteBuffer,
 };
 pub use pd::ProtectionDomain;
+
+/// Test hooks (feature `fault-injection`): failures no device produces at
+/// will. Not part of the API.
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub mod fault {
+    pub use crate::mr::inject_dereg_failures;
+}
 pub use port::{LinkLayer, Mtu, PhysState, PortAttributes, PortState};
 pub use qp::{
     InitAttributes, QpCapabilities, QpState, QueuePair, RecvRequest, RtrAttributes, RtsAttributes,

@@ -1177,6 +1177,14 @@ impl QueuePair {
             ) {
                 return Err(bad("inline data only applies to SEND and RDMA WRITE".into()));
             }
+            // The provider copies inline data with the CPU (memcpy from the
+            // entry's address): device memory would fault or be garbage.
+            if let Some(i) = r.local.iter().position(|l| !l.cpu_readable()) {
+                return Err(Error::NotHostMemory {
+                    operation: "post_send",
+                    what: format!("local buffer {i}"),
+                });
+            }
             if total > u64::from(caps.max_inline_data) {
                 return Err(bad(format!(
                     "{total} bytes inline, the QP was created with max_inline_data {} (device max: \

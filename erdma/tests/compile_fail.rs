@@ -5,4 +5,7 @@
 fn misuse_does_not_compile() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");
+    // Misuse of the GPU API (feature `cuda`; compiles without a GPU).
+    #[cfg(feature = "cuda")]
+    t.compile_fail("tests/ui-cuda/*.rs");
 }

@@ -396,6 +396,16 @@ fn siw_lane_over_rdma_cm() {
     let remote = RemoteBuffer::from_bytes(&reply).expect("server sent its buffer");
     let lane = Lane::new(qp).unwrap();
     let src = pd.register(pattern(4096, 3), AccessFlags::empty()).unwrap();
+    // Memory the library cannot vouch is host memory is never sent inline
+    // (siw copies inline data with the CPU).
+    let backing: &'static mut [u8] = Box::leak(vec![0u8; 64].into_boxed_slice());
+    // SAFETY: leaked host memory, allocated for ever.
+    let raw = unsafe { RawBuffer::new(backing.as_mut_ptr(), backing.len()) };
+    let raw = pd.register(raw, AccessFlags::empty()).unwrap();
+    let e = lane
+        .prepare_send(SendRequest::send([raw.slice(..8).unwrap()]).inline())
+        .unwrap_err();
+    assert!(matches!(e, Error::NotHostMemory { .. }), "{e}");
     let mut w = lane
         .prepare_send(SendRequest::write([src.slice(..2048).unwrap()], remote))
         .unwrap();
