@@ -22,7 +22,11 @@
 //! A region bound to a lane counts as in use until the lane is dropped: read
 //! and write it by copies ([`crate::MemoryRegion::read_at`],
 //! [`crate::MemoryRegion::write_at`]), not as a Rust slice. A lane is used from
-//! one thread (`Send`, not `Sync`); prepared requests borrow it.
+//! one thread (`Send`, not `Sync`); prepared requests borrow it, and a
+//! prepared send borrows the regions it names while it is used (a post of
+//! inline data has the CPU copy them, so nothing may write them meanwhile,
+//! on any thread). A source rewritten between posts is prepared with
+//! [`Lane::prepare_send_mut`] and written through the prepared request.
 //!
 //! ```no_run
 //! # fn main() -> erdma::Result<()> {
@@ -54,7 +58,7 @@ use erdma_sys as sys;
 use crate::cq::{CompletionQueue, WcOpcode, WcStatus, poll_error};
 use crate::error::{Error, Result};
 use crate::ffi::Ptr;
-use crate::mr::LocalSlice;
+use crate::mr::{LocalSlice, MemoryRegion};
 use crate::qp::{QpState, QueuePair, RecvRequest, SendRequest, build_send_wr, stack_sges};
 
 type PostSend = unsafe extern "C" fn(
@@ -257,11 +261,47 @@ impl Lane {
     /// binds its regions to the lane; the result is posted with
     /// [`PreparedSend::post`], as often as wanted. Up to two scatter/gather
     /// entries.
-    pub fn prepare_send(&self, request: SendRequest<'_>) -> Result<PreparedSend<'_>> {
-        self.qp.check_send(&request)?;
+    ///
+    /// The prepared request keeps the regions it names borrowed while it
+    /// lives, so that nothing writes them while a post has the CPU copy them
+    /// (inline data). To rewrite a source between posts, prepare it with
+    /// [`Lane::prepare_send_mut`].
+    pub fn prepare_send<'a>(&'a self, request: SendRequest<'a>) -> Result<PreparedSend<'a>> {
+        self.prepare(&request)
+    }
+
+    /// [`Lane::prepare_send`] for a request whose source the caller rewrites
+    /// between posts (write_lat's message counter): the prepared request
+    /// holds `source` exclusively and lends it back through
+    /// [`PreparedSendMut::source_mut`], so writes and posts (whose inline data
+    /// the CPU copies) never overlap. `build` makes the request from the
+    /// source; it may name no other region ([`Error::InvalidArgument`]).
+    pub fn prepare_send_mut<'a, B: Send + Sync + 'static>(
+        &'a self,
+        source: &'a mut MemoryRegion<B>,
+        build: impl FnOnce(&MemoryRegion<B>) -> Result<SendRequest<'_>>,
+    ) -> Result<PreparedSendMut<'a, B>> {
+        let send = {
+            let request = build(source)?;
+            if request.local.iter().any(|l| l.lkey() != source.lkey()) {
+                return Err(Error::invalid(
+                    "Lane::prepare_send_mut",
+                    "the request names a region other than the source: prepare it with \
+                     Lane::prepare_send",
+                ));
+            }
+            self.prepare(&request)?
+        };
+        Ok(PreparedSendMut { send, source })
+    }
+
+    /// The checks and binding of a send request; the result borrows only
+    /// the lane (the callers tie the request's regions to it).
+    fn prepare(&self, request: &SendRequest<'_>) -> Result<PreparedSend<'_>> {
+        self.qp.check_send(request)?;
         let (sges, n) = self.entries("Lane::prepare_send", stack_sges(&request.local))?;
         self.admit(&request.local);
-        let mut wr = build_send_wr(&request, request.wr_id);
+        let mut wr = build_send_wr(request, request.wr_id);
         wr.num_sge = n;
         Ok(PreparedSend {
             lane: self,
@@ -480,7 +520,7 @@ impl<W> Drop for Boxed<W> {
 }
 
 /// A send request checked once, posted with [`PreparedSend::post`]. Borrows
-/// its lane.
+/// its lane and the regions it names.
 pub struct PreparedSend<'l> {
     lane: &'l Lane,
     wr: Boxed<sys::ibv_send_wr>,
@@ -538,6 +578,53 @@ impl PreparedSend<'_> {
     /// The wr_id its completions carry.
     pub fn wr_id(&self) -> u64 {
         self.wr.wr_id()
+    }
+}
+
+/// A send request prepared with [`Lane::prepare_send_mut`]: it holds its
+/// source region exclusively, and lends it back between posts.
+pub struct PreparedSendMut<'a, B> {
+    send: PreparedSend<'a>,
+    source: &'a mut MemoryRegion<B>,
+}
+
+impl<B> fmt::Debug for PreparedSendMut<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSendMut")
+            .field("send", &self.send)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl<B> PreparedSendMut<'_, B> {
+    /// Posts the request ([`PreparedSend::post`]).
+    #[inline]
+    pub fn post(&mut self) -> Result<()> {
+        self.send.post()
+    }
+
+    /// The source region, e.g. to read it by copies.
+    pub fn source(&self) -> &MemoryRegion<B> {
+        self.source
+    }
+
+    /// The source region, writable (`write_at`, `write_byte`, `fill`; for
+    /// GPU memory `copy_from_host`) between posts: `&mut self` keeps a post
+    /// from copying it meanwhile.
+    #[inline]
+    pub fn source_mut(&mut self) -> &mut MemoryRegion<B> {
+        self.source
+    }
+
+    /// Changes the wr_id the next posts carry.
+    pub fn set_wr_id(&mut self, wr_id: u64) {
+        self.send.set_wr_id(wr_id);
+    }
+
+    /// The wr_id its completions carry.
+    pub fn wr_id(&self) -> u64 {
+        self.send.wr_id()
     }
 }
 

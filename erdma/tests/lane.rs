@@ -435,3 +435,51 @@ fn siw_lane_over_rdma_cm() {
     assert_eq!(&exposed[..2048], &want[..2048], "RDMA WRITE data");
     assert_eq!(inbox, want, "SEND data");
 }
+
+/// write_lat's pattern: an inline WRITE whose source is rewritten between
+/// posts, through the prepared request that holds the source exclusively;
+/// a request naming another region is refused.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_source_rewritten_between_posts() {
+    let r = rig();
+    let (a, b) = small_pair(&r.rxe[0], &r.rxe[1]);
+    let (la, pa, _lb, pb) = lanes(a, b);
+    let mut src = pa.register(vec![0u8; 64], AccessFlags::empty()).unwrap();
+    // The request is built for any lifetime of the source's borrow: only a
+    // 'static region can be named beside it, and is refused.
+    let other: &'static MemoryRegion = Box::leak(Box::new(
+        pa.register(vec![0u8; 64], AccessFlags::empty()).unwrap(),
+    ));
+    let dst = pb
+        .register(
+            vec![0u8; 64],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let remote = dst.remote().slice(..8).unwrap();
+    let e = la
+        .prepare_send_mut(&mut src, |m| {
+            Ok(SendRequest::write(
+                [m.slice(..4)?, other.slice(..4)?],
+                remote,
+            ))
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    let mut w = la
+        .prepare_send_mut(&mut src, |m| {
+            Ok(SendRequest::write([m.slice(..8)?], remote).inline())
+        })
+        .unwrap();
+    for n in 1..=200u32 {
+        w.source_mut().write_at(0, &n.to_le_bytes()).unwrap();
+        w.post().unwrap();
+        one_of(&la, false).ok().unwrap();
+        assert_eq!(dst.to_vec()[..4], n.to_le_bytes(), "message {n}");
+    }
+    assert_eq!(w.source().read_byte(0).unwrap(), 200);
+    drop(w);
+    // The lane still holds the region (bound): copies only.
+    assert!(matches!(src.as_mut_slice(), Err(Error::Busy { .. })));
+}
