@@ -185,11 +185,12 @@ impl fmt::Debug for Lane {
 impl Lane {
     /// Makes a lane of a connected (RTS) queue pair. Refused, with the QP
     /// dropped, when it is not RTS, has requests outstanding (poll them
-    /// first), or shares a completion queue with another QP. Its CQs then
-    /// serve the lane alone for good: creating another QP on them, or polling
-    /// them other than through the lane, is refused. Create them for the QP:
-    /// completions that QPs dropped earlier left in them would be returned by
-    /// the lane's polls as they are.
+    /// first), or shares a completion queue with another QP (also one being
+    /// created on another thread). Its CQs then serve the lane alone for
+    /// good: creating another QP on them, or polling them other than through
+    /// the lane, is refused. Completions that QPs dropped earlier left in
+    /// them are discarded here, so that the lane's credits start from a CQ
+    /// that holds none.
     pub fn new(qp: QueuePair) -> Result<Lane> {
         // The state the library moved it to (siw's ibv_query_qp reports
         // RESET for a QP RDMA CM connected).
@@ -217,6 +218,10 @@ impl Lane {
         let (scq, rcq) = (qp.send_cq().clone(), qp.recv_cq().clone());
         let shared = scq.as_raw() == rcq.as_raw();
         dedicate(&qp, &scq, if shared { None } else { Some(&rcq) })?;
+        drain(&ops, &scq);
+        if !shared {
+            drain(&ops, &rcq);
+        }
 
         Ok(Lane {
             raw_qp: Ptr(qp.as_raw()),
@@ -401,13 +406,17 @@ impl Lane {
 /// marked, so that a refusal leaves all as they were.
 fn dedicate(qp: &QueuePair, scq: &CompletionQueue, rcq: Option<&CompletionQueue>) -> Result<()> {
     let generation = qp.generation();
-    scq.dedicate(generation, "send", false)?;
+    // What the QP reserved on each CQ (both queues on a shared one).
+    let caps = qp.requested();
+    let (send, recv) = (u64::from(caps.max_send_wr), u64::from(caps.max_recv_wr));
+    let own_send = if rcq.is_some() { send } else { send + recv };
+    scq.dedicate(generation, own_send, "send", false)?;
     if let Some(r) = rcq {
-        r.dedicate(generation, "receive", false)?;
+        r.dedicate(generation, recv, "receive", false)?;
     }
-    scq.dedicate(generation, "send", true)?;
+    scq.dedicate(generation, own_send, "send", true)?;
     if let Some(r) = rcq
-        && let Err(e) = r.dedicate(generation, "receive", true)
+        && let Err(e) = r.dedicate(generation, recv, "receive", true)
     {
         // Another QP was created on the receive CQ between the check and
         // now: leave the send CQ as it was (the refused QP is dropped).
@@ -415,6 +424,21 @@ fn dedicate(qp: &QueuePair, scq: &CompletionQueue, rcq: Option<&CompletionQueue>
         return Err(e);
     }
     Ok(())
+}
+
+/// Discards what a newly dedicated CQ holds: completions of QPs dropped
+/// earlier (the lane's QP has nothing outstanding, checked, and the CQ
+/// serves no other). Their requests' memory was released with their QP.
+fn drain(ops: &Ops, cq: &CompletionQueue) {
+    let mut wc = [sys::ibv_wc::default(); 16];
+    loop {
+        // SAFETY: the provider's poll_cq on a live CQ (the caller holds
+        // it) that serves the lane alone from now on; `wc` has room for 16.
+        let n = unsafe { (ops.poll_cq)(cq.as_raw(), wc.len() as i32, wc.as_mut_ptr()) };
+        if n < wc.len() as i32 {
+            return;
+        }
+    }
 }
 
 /// The fields of a work request (send or receive) that a prepared request

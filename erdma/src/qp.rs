@@ -687,6 +687,11 @@ impl QueuePair {
         self.inner.caps
     }
 
+    /// The queue sizes asked for: what the QP reserved on its CQs.
+    pub(crate) fn requested(&self) -> QpCapabilities {
+        self.inner.requested
+    }
+
     /// The protection domain.
     pub fn pd(&self) -> &ProtectionDomain {
         &self.inner.pd
