@@ -543,9 +543,13 @@ impl CmId {
     }
 
     fn check_qp(&self, qp: &QueuePair) -> Result<()> {
-        // SAFETY: live id.
-        let own = unsafe { (*self.inner.id.0).qp };
-        if own.is_null() || own != qp.as_raw() {
+        // The id's QP as recorded under the lock that every write of the id's
+        // `qp` field holds (a clone of the id may be creating or destroying
+        // one on another thread): reading the field itself would race. Once
+        // `qp` is found to be the id's, it stays so while borrowed: only its
+        // owner's drop destroys it, and creating another is refused.
+        let own = self.inner.qp.lock().unwrap_or_else(|e| e.into_inner());
+        if own.map(|p| p.0) != Some(qp.as_raw()) {
             return Err(Error::invalid(
                 "rdma_connect",
                 "the QP was not created by this CM id (use CmId::create_qp)",

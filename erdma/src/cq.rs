@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -226,6 +226,9 @@ pub(crate) struct CqInner {
     /// Serves a [`crate::Lane`] alone, for good (set under `qps`'s lock):
     /// no other QP may use it and only the lane polls it.
     dedicated: AtomicBool,
+    /// Calls of [`CompletionQueue::poll`] in progress: dedication waits for
+    /// them, so that none that began before takes a lane's completions.
+    pollers: AtomicU32,
 }
 
 /// The QPs attached to a CQ, by generation, and the completions their queues
@@ -348,6 +351,7 @@ impl CompletionQueue {
                 entries: actual,
                 qps: Mutex::new(Attached::default()),
                 dedicated: AtomicBool::new(false),
+                pollers: AtomicU32::new(0),
             }),
         })
     }
@@ -421,9 +425,26 @@ impl CompletionQueue {
     /// `which` CQ), so that it may become a lane's own; with `mark`, makes it
     /// so under the same lock: the QP's completions are no longer matched
     /// here, the lane polls them raw, and no other QP may use the CQ.
-    pub(crate) fn dedicate(&self, generation: u32, which: &str, mark: bool) -> Result<()> {
+    ///
+    /// `own` is what that QP reserved here: a larger reservation means
+    /// another QP uses the CQ, also one being created on another thread (it
+    /// reserves before `ibv_create_qp` and is attached only after), and so
+    /// is refused. Marking waits for the [`CompletionQueue::poll`] calls in
+    /// progress, which checked the mark on entry.
+    pub(crate) fn dedicate(
+        &self,
+        generation: u32,
+        own: u64,
+        which: &str,
+        mark: bool,
+    ) -> Result<()> {
         let mut a = self.attached();
-        let others = a.by_generation.keys().filter(|&&g| g != generation).count();
+        let attached = a.by_generation.keys().filter(|&&g| g != generation).count();
+        let others = if a.reserved > own {
+            attached.max(1)
+        } else {
+            attached
+        };
         if self.is_dedicated() || others > 0 {
             return Err(Error::invalid(
                 "Lane::new",
@@ -436,7 +457,12 @@ impl CompletionQueue {
         }
         if mark {
             a.by_generation.remove(&generation);
-            self.inner.dedicated.store(true, Ordering::Release);
+            // SeqCst with poll's increment and load: either a poll sees the
+            // mark, or this sees the poll and waits until it has returned.
+            self.inner.dedicated.store(true, Ordering::SeqCst);
+            while self.inner.pollers.load(Ordering::SeqCst) != 0 {
+                std::hint::spin_loop();
+            }
         }
         Ok(())
     }
@@ -451,6 +477,15 @@ impl CompletionQueue {
         self.attached().by_generation.insert(generation, qp);
     }
 
+    /// The live QP of `generation` attached here; the lock is released on
+    /// return (see `translate`).
+    fn lookup(&self, generation: u32) -> Option<std::sync::Arc<QpShared>> {
+        self.attached()
+            .by_generation
+            .get(&generation)
+            .and_then(Weak::upgrade)
+    }
+
     pub(crate) fn detach(&self, generation: u32) {
         self.attached().by_generation.remove(&generation);
     }
@@ -462,12 +497,21 @@ impl CompletionQueue {
     /// A CQ that serves a [`crate::Lane`] is polled through the lane only
     /// ([`Error::InvalidArgument`] here).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
-        if self.is_dedicated() {
-            return Err(Error::invalid(
+        self.inner.pollers.fetch_add(1, Ordering::SeqCst);
+        let polled = if self.inner.dedicated.load(Ordering::SeqCst) {
+            Err(Error::invalid(
                 "CompletionQueue::poll",
                 "this CQ serves a Lane: poll it with Lane::poll_send/poll_recv",
-            ));
-        }
+            ))
+        } else {
+            self.poll_shared(out)
+        };
+        self.inner.pollers.fetch_sub(1, Ordering::Release);
+        polled
+    }
+
+    /// [`CompletionQueue::poll`] on a CQ no lane owns (counted in `pollers`).
+    fn poll_shared(&self, out: &mut [WorkCompletion]) -> Result<usize> {
         // Only the entries a call may fill are zeroed (not all 32 every
         // time): in a busy-poll loop for one completion, zeroing 1.5 KiB per
         // call was the largest user-space cost (perf in the rig: memset 6% of
@@ -512,8 +556,10 @@ impl CompletionQueue {
         if wcs.is_empty() {
             return 0;
         }
-        let attached = self.attached();
-        // Most CQs serve one QP: resolve a generation once per batch.
+        // Most CQs serve one QP: resolve a generation once per batch. The
+        // lock is held only to look the QP up: this poller may end up holding
+        // the last reference to a QP its owner dropped meanwhile, and the
+        // QP's drop detaches it from this CQ under the same lock.
         let mut last: Option<(u32, Option<std::sync::Arc<QpShared>>)> = None;
         let mut k = 0;
         for wc in wcs {
@@ -522,10 +568,9 @@ impl CompletionQueue {
                 None => wc.wr_id,
                 Some(id) => {
                     if last.as_ref().is_none_or(|(g, _)| *g != id.generation) {
-                        let qp = attached
-                            .by_generation
-                            .get(&id.generation)
-                            .and_then(Weak::upgrade);
+                        let qp = self.lookup(id.generation);
+                        // The QP resolved before (if any) is dropped here,
+                        // with no lock held.
                         last = Some((id.generation, qp));
                     }
                     let qp = last.as_ref().and_then(|(_, q)| q.as_ref());

@@ -131,6 +131,19 @@ pub enum Error {
         access: String,
     },
 
+    /// An operation that has the CPU read a region's bytes (an inline send)
+    /// named memory the CPU cannot read (GPU memory, a dma-buf, a
+    /// [`crate::RawBuffer`]).
+    #[error(
+        "{operation}: {what} is not host memory the CPU can read (a GPU, dma-buf or RawBuffer          region), so it cannot be sent inline: drop .inline() (the NIC then reads it by DMA), or          copy the bytes into a host region"
+    )]
+    NotHostMemory {
+        /// The call, e.g. `post_send`.
+        operation: &'static str,
+        /// Which buffer, e.g. `local buffer 0`.
+        what: String,
+    },
+
     /// A GPU (CUDA driver) call made for the RDMA library failed, e.g. exporting
     /// GPU memory as a dma-buf.
     #[error("{operation} failed: {detail}")]

@@ -64,6 +64,9 @@ impl fmt::Debug for GpuMemory {
     }
 }
 
+impl crate::mr::sealed::Sealed for GpuMemory {}
+impl crate::mr::OpaqueMemory for GpuMemory {}
+
 impl GpuMemory {
     /// The GPU buffer.
     pub fn device_buffer(&self) -> &DeviceBuffer<u8> {

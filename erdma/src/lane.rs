@@ -22,7 +22,11 @@
 //! A region bound to a lane counts as in use until the lane is dropped: read
 //! and write it by copies ([`crate::MemoryRegion::read_at`],
 //! [`crate::MemoryRegion::write_at`]), not as a Rust slice. A lane is used from
-//! one thread (`Send`, not `Sync`); prepared requests borrow it.
+//! one thread (`Send`, not `Sync`); prepared requests borrow it, and a
+//! prepared send borrows the regions it names while it is used (a post of
+//! inline data has the CPU copy them, so nothing may write them meanwhile,
+//! on any thread). A source rewritten between posts is prepared with
+//! [`Lane::prepare_send_mut`] and written through the prepared request.
 //!
 //! ```no_run
 //! # fn main() -> erdma::Result<()> {
@@ -54,7 +58,7 @@ use erdma_sys as sys;
 use crate::cq::{CompletionQueue, WcOpcode, WcStatus, poll_error};
 use crate::error::{Error, Result};
 use crate::ffi::Ptr;
-use crate::mr::LocalSlice;
+use crate::mr::{LocalSlice, MemoryRegion};
 use crate::qp::{QpState, QueuePair, RecvRequest, SendRequest, build_send_wr, stack_sges};
 
 type PostSend = unsafe extern "C" fn(
@@ -181,11 +185,12 @@ impl fmt::Debug for Lane {
 impl Lane {
     /// Makes a lane of a connected (RTS) queue pair. Refused, with the QP
     /// dropped, when it is not RTS, has requests outstanding (poll them
-    /// first), or shares a completion queue with another QP. Its CQs then
-    /// serve the lane alone for good: creating another QP on them, or polling
-    /// them other than through the lane, is refused. Create them for the QP:
-    /// completions that QPs dropped earlier left in them would be returned by
-    /// the lane's polls as they are.
+    /// first), or shares a completion queue with another QP (also one being
+    /// created on another thread). Its CQs then serve the lane alone for
+    /// good: creating another QP on them, or polling them other than through
+    /// the lane, is refused. Completions that QPs dropped earlier left in
+    /// them are discarded here, so that the lane's credits start from a CQ
+    /// that holds none.
     pub fn new(qp: QueuePair) -> Result<Lane> {
         // The state the library moved it to (siw's ibv_query_qp reports
         // RESET for a QP RDMA CM connected).
@@ -213,6 +218,10 @@ impl Lane {
         let (scq, rcq) = (qp.send_cq().clone(), qp.recv_cq().clone());
         let shared = scq.as_raw() == rcq.as_raw();
         dedicate(&qp, &scq, if shared { None } else { Some(&rcq) })?;
+        drain(&ops, &scq);
+        if !shared {
+            drain(&ops, &rcq);
+        }
 
         Ok(Lane {
             raw_qp: Ptr(qp.as_raw()),
@@ -257,11 +266,47 @@ impl Lane {
     /// binds its regions to the lane; the result is posted with
     /// [`PreparedSend::post`], as often as wanted. Up to two scatter/gather
     /// entries.
-    pub fn prepare_send(&self, request: SendRequest<'_>) -> Result<PreparedSend<'_>> {
-        self.qp.check_send(&request)?;
+    ///
+    /// The prepared request keeps the regions it names borrowed while it
+    /// lives, so that nothing writes them while a post has the CPU copy them
+    /// (inline data). To rewrite a source between posts, prepare it with
+    /// [`Lane::prepare_send_mut`].
+    pub fn prepare_send<'a>(&'a self, request: SendRequest<'a>) -> Result<PreparedSend<'a>> {
+        self.prepare(&request)
+    }
+
+    /// [`Lane::prepare_send`] for a request whose source the caller rewrites
+    /// between posts (write_lat's message counter): the prepared request
+    /// holds `source` exclusively and lends it back through
+    /// [`PreparedSendMut::source_mut`], so writes and posts (whose inline data
+    /// the CPU copies) never overlap. `build` makes the request from the
+    /// source; it may name no other region ([`Error::InvalidArgument`]).
+    pub fn prepare_send_mut<'a, B: Send + Sync + 'static>(
+        &'a self,
+        source: &'a mut MemoryRegion<B>,
+        build: impl FnOnce(&MemoryRegion<B>) -> Result<SendRequest<'_>>,
+    ) -> Result<PreparedSendMut<'a, B>> {
+        let send = {
+            let request = build(source)?;
+            if request.local.iter().any(|l| l.lkey() != source.lkey()) {
+                return Err(Error::invalid(
+                    "Lane::prepare_send_mut",
+                    "the request names a region other than the source: prepare it with \
+                     Lane::prepare_send",
+                ));
+            }
+            self.prepare(&request)?
+        };
+        Ok(PreparedSendMut { send, source })
+    }
+
+    /// The checks and binding of a send request; the result borrows only
+    /// the lane (the callers tie the request's regions to it).
+    fn prepare(&self, request: &SendRequest<'_>) -> Result<PreparedSend<'_>> {
+        self.qp.check_send(request)?;
         let (sges, n) = self.entries("Lane::prepare_send", stack_sges(&request.local))?;
         self.admit(&request.local);
-        let mut wr = build_send_wr(&request, request.wr_id);
+        let mut wr = build_send_wr(request, request.wr_id);
         wr.num_sge = n;
         Ok(PreparedSend {
             lane: self,
@@ -361,13 +406,17 @@ impl Lane {
 /// marked, so that a refusal leaves all as they were.
 fn dedicate(qp: &QueuePair, scq: &CompletionQueue, rcq: Option<&CompletionQueue>) -> Result<()> {
     let generation = qp.generation();
-    scq.dedicate(generation, "send", false)?;
+    // What the QP reserved on each CQ (both queues on a shared one).
+    let caps = qp.requested();
+    let (send, recv) = (u64::from(caps.max_send_wr), u64::from(caps.max_recv_wr));
+    let own_send = if rcq.is_some() { send } else { send + recv };
+    scq.dedicate(generation, own_send, "send", false)?;
     if let Some(r) = rcq {
-        r.dedicate(generation, "receive", false)?;
+        r.dedicate(generation, recv, "receive", false)?;
     }
-    scq.dedicate(generation, "send", true)?;
+    scq.dedicate(generation, own_send, "send", true)?;
     if let Some(r) = rcq
-        && let Err(e) = r.dedicate(generation, "receive", true)
+        && let Err(e) = r.dedicate(generation, recv, "receive", true)
     {
         // Another QP was created on the receive CQ between the check and
         // now: leave the send CQ as it was (the refused QP is dropped).
@@ -375,6 +424,21 @@ fn dedicate(qp: &QueuePair, scq: &CompletionQueue, rcq: Option<&CompletionQueue>
         return Err(e);
     }
     Ok(())
+}
+
+/// Discards what a newly dedicated CQ holds: completions of QPs dropped
+/// earlier (the lane's QP has nothing outstanding, checked, and the CQ
+/// serves no other). Their requests' memory was released with their QP.
+fn drain(ops: &Ops, cq: &CompletionQueue) {
+    let mut wc = [sys::ibv_wc::default(); 16];
+    loop {
+        // SAFETY: the provider's poll_cq on a live CQ (the caller holds
+        // it) that serves the lane alone from now on; `wc` has room for 16.
+        let n = unsafe { (ops.poll_cq)(cq.as_raw(), wc.len() as i32, wc.as_mut_ptr()) };
+        if n < wc.len() as i32 {
+            return;
+        }
+    }
 }
 
 /// The fields of a work request (send or receive) that a prepared request
@@ -480,7 +544,7 @@ impl<W> Drop for Boxed<W> {
 }
 
 /// A send request checked once, posted with [`PreparedSend::post`]. Borrows
-/// its lane.
+/// its lane and the regions it names.
 pub struct PreparedSend<'l> {
     lane: &'l Lane,
     wr: Boxed<sys::ibv_send_wr>,
@@ -538,6 +602,53 @@ impl PreparedSend<'_> {
     /// The wr_id its completions carry.
     pub fn wr_id(&self) -> u64 {
         self.wr.wr_id()
+    }
+}
+
+/// A send request prepared with [`Lane::prepare_send_mut`]: it holds its
+/// source region exclusively, and lends it back between posts.
+pub struct PreparedSendMut<'a, B> {
+    send: PreparedSend<'a>,
+    source: &'a mut MemoryRegion<B>,
+}
+
+impl<B> fmt::Debug for PreparedSendMut<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedSendMut")
+            .field("send", &self.send)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl<B> PreparedSendMut<'_, B> {
+    /// Posts the request ([`PreparedSend::post`]).
+    #[inline]
+    pub fn post(&mut self) -> Result<()> {
+        self.send.post()
+    }
+
+    /// The source region, e.g. to read it by copies.
+    pub fn source(&self) -> &MemoryRegion<B> {
+        self.source
+    }
+
+    /// The source region, writable (`write_at`, `write_byte`, `fill`; for
+    /// GPU memory `copy_from_host`) between posts: `&mut self` keeps a post
+    /// from copying it meanwhile.
+    #[inline]
+    pub fn source_mut(&mut self) -> &mut MemoryRegion<B> {
+        self.source
+    }
+
+    /// Changes the wr_id the next posts carry.
+    pub fn set_wr_id(&mut self, wr_id: u64) {
+        self.send.set_wr_id(wr_id);
+    }
+
+    /// The wr_id its completions carry.
+    pub fn wr_id(&self) -> u64 {
+        self.send.wr_id()
     }
 }
 

@@ -81,12 +81,20 @@ pub use error::{Error, Result};
 pub use gid::{Gid, GidEntry, GidType};
 #[cfg(feature = "cuda")]
 pub use gpu::{GpuMemory, GpuRegistration};
-pub use lane::{Completion, Lane, PreparedRecv, PreparedSend};
+pub use lane::{Completion, Lane, PreparedRecv, PreparedSend, PreparedSendMut};
 pub use mr::{
-    AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, RawBuffer,
-    RegisterBuffer, RemoteBuffer,
+    AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, OpaqueMemory,
+    RawBuffer, RegisterBuffer, RemoteBuffer,
 };
 pub use pd::ProtectionDomain;
+
+/// Test hooks (feature `fault-injection`): failures no device produces at
+/// will. Not part of the API.
+#[cfg(feature = "fault-injection")]
+#[doc(hidden)]
+pub mod fault {
+    pub use crate::mr::inject_dereg_failures;
+}
 pub use port::{LinkLayer, Mtu, PhysState, PortAttributes, PortState};
 pub use qp::{
     InitAttributes, QpCapabilities, QpState, QueuePair, RecvRequest, RtrAttributes, RtsAttributes,

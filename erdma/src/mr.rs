@@ -116,7 +116,14 @@ impl fmt::Debug for AccessFlags {
 /// reallocated, for as long as the value lives, as long as it is not accessed
 /// other than through that pointer. Moving the value must not move the memory
 /// (heap buffers qualify, arrays on the stack do not).
+/// [`RegisterBuffer::CPU_READABLE`] may be `true` only when the range is
+/// initialised host memory the CPU can read.
 pub unsafe trait RegisterBuffer: Send + Sync + 'static {
+    /// Whether the range is host memory the CPU can read (what inline sends
+    /// copy on the CPU). `false`, the default, for memory the library cannot
+    /// vouch for (device memory, a BAR): such a region is never sent inline.
+    const CPU_READABLE: bool = false;
+
     /// Address and length of the memory, called once at registration.
     fn raw_parts(&mut self) -> (*mut u8, usize);
 }
@@ -124,12 +131,30 @@ pub unsafe trait RegisterBuffer: Send + Sync + 'static {
 /// A [`RegisterBuffer`] in host memory the CPU may read and write as bytes.
 ///
 /// # Safety
-/// The range of [`RegisterBuffer::raw_parts`] must be initialised host memory.
+/// The range of [`RegisterBuffer::raw_parts`] must be initialised host memory
+/// (set [`RegisterBuffer::CPU_READABLE`] to `true` for it to be sent inline).
 pub unsafe trait HostMemory: RegisterBuffer {}
+
+/// Memory a region owns whose value gives no access to the registered bytes
+/// as Rust references (device memory, a dma-buf, a [`RawBuffer`]): only such a
+/// value is lent by [`MemoryRegion::buffer`]. Host memory is read with
+/// [`MemoryRegion::as_slice`] (checked) or by copies. Sealed.
+pub trait OpaqueMemory: sealed::Sealed {}
+
+pub(crate) mod sealed {
+    /// Keeps [`super::OpaqueMemory`] to the crate's own device-memory types.
+    pub trait Sealed {}
+}
+
+impl sealed::Sealed for RawBuffer {}
+impl OpaqueMemory for RawBuffer {}
+impl sealed::Sealed for DmaBufRange {}
+impl OpaqueMemory for DmaBufRange {}
 
 // SAFETY: a Vec's heap buffer does not move when the Vec moves, and the
 // region never changes the Vec's length or capacity.
 unsafe impl RegisterBuffer for Vec<u8> {
+    const CPU_READABLE: bool = true;
     fn raw_parts(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
     }
@@ -141,6 +166,7 @@ unsafe impl HostMemory for Vec<u8> {}
 // pointer is taken after the box has reached its place in the region, which
 // never moves or reborrows it until deregistration.
 unsafe impl RegisterBuffer for Box<[u8]> {
+    const CPU_READABLE: bool = true;
     fn raw_parts(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
     }
@@ -151,6 +177,7 @@ unsafe impl HostMemory for Box<[u8]> {}
 // SAFETY: 'static memory exclusively borrowed for ever is never freed or
 // moved; as for Box, the pointer is taken once the reference is in place.
 unsafe impl RegisterBuffer for &'static mut [u8] {
+    const CPU_READABLE: bool = true;
     fn raw_parts(&mut self) -> (*mut u8, usize) {
         (self.as_mut_ptr(), self.len())
     }
@@ -243,6 +270,7 @@ impl fmt::Debug for AlignedBuffer {
 
 // SAFETY: the heap buffer does not move with the value.
 unsafe impl RegisterBuffer for AlignedBuffer {
+    const CPU_READABLE: bool = true;
     fn raw_parts(&mut self) -> (*mut u8, usize) {
         (self.ptr.0, self.len)
     }
@@ -331,36 +359,85 @@ pub(crate) struct MrInner<B> {
     lkey: u32,
     rkey: u32,
     access: AccessFlags,
+    /// Host memory the CPU can read ([`RegisterBuffer::CPU_READABLE`]):
+    /// what an inline send may copy.
+    cpu_readable: bool,
 }
 
 impl<B: Send + Sync> Lease for MrInner<B> {}
 
 impl<B> MrInner<B> {
-    /// Deregisters; on failure the buffer is leaked (the device may still
-    /// reach it), never freed.
+    /// Deregisters. On failure the MR stays registered (`ibv_dereg_mr`
+    /// destroys nothing when it fails), and so the value stays a whole,
+    /// registered region with its buffer: there is no half-deregistered state.
     fn deregister(&mut self) -> Result<()> {
         if self.raw.0.is_null() {
             return Ok(());
         }
-        let raw = std::mem::replace(&mut self.raw, Ptr(std::ptr::null_mut()));
-        let rc = match ffi::verbs() {
-            // SAFETY: raw is our registered MR, deregistered once; no posted
-            // request holds it (they hold an Arc to this value).
-            Ok(lib) => unsafe { lib.ibv_dereg_mr(raw.0) },
+        let rc = dereg_fault().unwrap_or_else(|| match ffi::verbs() {
+            // SAFETY: raw is our registered MR, deregistered once (cleared
+            // below on success); no posted request holds it (they hold an
+            // Arc to this value).
+            Ok(lib) => unsafe { lib.ibv_dereg_mr(self.raw.0) },
             Err(_) => libc::ENOSYS,
-        };
-        if rc != 0 {
-            std::mem::forget(self.buf.take());
-            return Error::check("ibv_dereg_mr", rc);
-        }
+        });
+        Error::check("ibv_dereg_mr", rc).map_err(|e| match e {
+            Error::Verb { verb, errno, .. } => Error::Verb {
+                verb,
+                errno,
+                hint: Some(
+                    "the region is still registered and owns its buffer: retry into_inner, or                      drop it (the buffer is then leaked, never freed, since the device may still                      reach it)"
+                        .into(),
+                ),
+            },
+            other => other,
+        })?;
+        self.raw = Ptr(std::ptr::null_mut());
         Ok(())
     }
 }
 
 impl<B> Drop for MrInner<B> {
     fn drop(&mut self) {
-        let _ = self.deregister();
+        if self.deregister().is_err() {
+            // Still registered: the device may reach the memory, so it is
+            // leaked rather than freed.
+            std::mem::forget(self.buf.take());
+        }
     }
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+thread_local! {
+    /// Deregistrations on this thread that fail (with EBUSY) before the
+    /// verb is called: the failure no device can be made to produce at will.
+    static DEREG_FAILURES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes the next `n` deregistrations on this thread fail with EBUSY before
+/// `ibv_dereg_mr` is called (feature `fault-injection`, for tests only).
+#[cfg(any(test, feature = "fault-injection"))]
+#[doc(hidden)]
+pub fn inject_dereg_failures(n: u32) {
+    DEREG_FAILURES.with(|f| f.set(n));
+}
+
+/// The errno an injected deregistration failure returns (tests only).
+#[cfg(any(test, feature = "fault-injection"))]
+fn dereg_fault() -> Option<i32> {
+    DEREG_FAILURES.with(|n| {
+        let left = n.get();
+        (left > 0).then(|| {
+            n.set(left - 1);
+            libc::EBUSY
+        })
+    })
+}
+
+#[cfg(not(any(test, feature = "fault-injection")))]
+#[inline(always)]
+fn dereg_fault() -> Option<i32> {
+    None
 }
 
 /// A registered memory region that owns its memory `B`: a host buffer
@@ -397,9 +474,9 @@ impl<B: RegisterBuffer> MemoryRegion<B> {
     pub(crate) fn register(pd: &ProtectionDomain, buffer: B, access: AccessFlags) -> Result<Self> {
         check_access("ibv_reg_mr", access)?;
         ffi::verbs()?;
-        let (mut inner, ptr, len) = place(MrInner::unregistered(pd, buffer, access), |m| {
-            m.buf.as_mut()
-        });
+        let mut unregistered = MrInner::unregistered(pd, buffer, access);
+        unregistered.cpu_readable = B::CPU_READABLE;
+        let (mut inner, ptr, len) = place(unregistered, |m| m.buf.as_mut());
         if len == 0 {
             return Err(Error::invalid(
                 "ibv_reg_mr",
@@ -447,6 +524,7 @@ impl<B> MrInner<B> {
             lkey: 0,
             rkey: 0,
             access,
+            cpu_readable: false,
         }
     }
 
@@ -521,6 +599,13 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
             != 0
     }
 
+    /// Whether the region is host memory the CPU can read
+    /// ([`RegisterBuffer::CPU_READABLE`]): only such a region may be sent
+    /// inline.
+    pub fn is_cpu_readable(&self) -> bool {
+        self.inner.cpu_readable
+    }
+
     /// How many posted work requests still use the region (a snapshot).
     pub fn in_flight(&self) -> usize {
         Arc::strong_count(&self.inner) - 1
@@ -529,15 +614,6 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
     /// The raw `ibv_mr`, valid while the region lives.
     pub fn as_raw(&self) -> *mut sys::ibv_mr {
         self.inner.raw.0
-    }
-
-    /// The memory the region owns (for device memory: its handle, e.g. to
-    /// copy to or from it with the GPU's own API).
-    pub fn buffer(&self) -> &B {
-        match self.inner.buf.as_ref() {
-            Some(b) => b,
-            None => unreachable!("the buffer leaves only with the region"),
-        }
     }
 
     /// The whole region, as the descriptor a peer needs for RDMA READ/WRITE
@@ -572,6 +648,7 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
             len,
             lkey: self.inner.lkey,
             access: self.inner.access,
+            cpu_readable: self.inner.cpu_readable,
             pd: self.pd_raw() as usize,
         }
     }
@@ -590,16 +667,18 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
     }
 
     /// Deregisters and hands the buffer back; `Err(self)` while posted
-    /// requests still use the region (poll their completions first), or with
-    /// the region deregistered but the buffer leaked if deregistration failed.
-    /// Once deregistered, no peer can reach the memory any more: this is how
-    /// remote access is revoked.
+    /// requests still use the region (poll their completions first), or when
+    /// deregistration failed: the region is then still registered, whole,
+    /// and may be used, retried or dropped. Once deregistered, no peer can
+    /// reach the memory any more: this is how remote access is revoked.
     pub fn into_inner(self) -> std::result::Result<B, (Self, Error)> {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => match inner.deregister() {
                 Ok(()) => match inner.buf.take() {
                     Some(b) => Ok(b),
-                    None => unreachable!("the buffer leaves only with the region"),
+                    // A registered region always owns its buffer: only a
+                    // successful deregistration (just now) or Drop takes it.
+                    None => unreachable!("a registered region owns its buffer"),
                 },
                 Err(e) => Err((
                     MemoryRegion {
@@ -641,6 +720,21 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
 
     pub(crate) fn pd_raw(&self) -> *mut sys::ibv_pd {
         self.inner.pd.raw.0
+    }
+}
+
+impl<B: OpaqueMemory + Send + Sync + 'static> MemoryRegion<B> {
+    /// The device memory the region owns (its handle, e.g. to copy to or
+    /// from it with the GPU's own API). Only for [`OpaqueMemory`]: a host
+    /// buffer would lend the bytes a peer or a posted request may be writing,
+    /// so host memory is read with [`MemoryRegion::as_slice`] or by copies.
+    pub fn buffer(&self) -> &B {
+        match self.inner.buf.as_ref() {
+            Some(b) => b,
+            // A registered region always owns its buffer: only a successful
+            // deregistration (which consumes the region) or Drop takes it.
+            None => unreachable!("a registered region owns its buffer"),
+        }
     }
 }
 
@@ -1009,6 +1103,8 @@ pub struct LocalSlice<'a> {
     len: usize,
     lkey: u32,
     access: AccessFlags,
+    /// Whether the region is host memory the CPU can read (inline sends).
+    cpu_readable: bool,
     /// The region's protection domain, as an address: only compared with
     /// the QP's (an integer keeps the slice `Send + Sync`).
     pd: usize,
@@ -1052,6 +1148,11 @@ impl<'a> LocalSlice<'a> {
     /// The access the region was registered with.
     pub(crate) fn access(&self) -> AccessFlags {
         self.access
+    }
+    /// Whether the region is host memory the CPU can read: the only memory
+    /// an inline send may name (the provider copies it on the CPU).
+    pub(crate) fn cpu_readable(&self) -> bool {
+        self.cpu_readable
     }
     /// The `ibv_sge` for this slice; `None` when longer than 4 GiB - 1.
     pub(crate) fn sge(&self) -> Option<sys::ibv_sge> {
@@ -1216,6 +1317,32 @@ mod tests {
         assert_eq!(&back[3..7], &[1, 9, 9, 1]);
         let (_, p, n) = place(Holder { buf: None }, |h| h.buf.as_mut());
         assert!(p.is_null() && n == 0);
+    }
+
+    #[test]
+    fn injected_dereg_failures_fail_that_many_times() {
+        assert_eq!(dereg_fault(), None);
+        inject_dereg_failures(2);
+        assert_eq!(dereg_fault(), Some(libc::EBUSY));
+        assert_eq!(dereg_fault(), Some(libc::EBUSY));
+        assert_eq!(dereg_fault(), None);
+    }
+
+    /// Only device-memory handles are lent by `MemoryRegion::buffer`; the
+    /// host buffers are not `OpaqueMemory` (tests/ui/host_buffer_lent.rs
+    /// shows the refusal), and only host buffers are sent inline.
+    #[test]
+    fn memory_kinds() {
+        fn opaque<B: OpaqueMemory>() {}
+        opaque::<RawBuffer>();
+        opaque::<DmaBufRange>();
+        const {
+            assert!(<Vec<u8> as RegisterBuffer>::CPU_READABLE);
+            assert!(<Box<[u8]> as RegisterBuffer>::CPU_READABLE);
+            assert!(<&'static mut [u8] as RegisterBuffer>::CPU_READABLE);
+            assert!(<AlignedBuffer as RegisterBuffer>::CPU_READABLE);
+            assert!(!<RawBuffer as RegisterBuffer>::CPU_READABLE);
+        }
     }
 
     #[test]

@@ -687,6 +687,11 @@ impl QueuePair {
         self.inner.caps
     }
 
+    /// The queue sizes asked for: what the QP reserved on its CQs.
+    pub(crate) fn requested(&self) -> QpCapabilities {
+        self.inner.requested
+    }
+
     /// The protection domain.
     pub fn pd(&self) -> &ProtectionDomain {
         &self.inner.pd
@@ -1176,6 +1181,14 @@ impl QueuePair {
                 SendOp::Send | SendOp::SendWithImm(_) | SendOp::Write(_) | SendOp::WriteWithImm(..)
             ) {
                 return Err(bad("inline data only applies to SEND and RDMA WRITE".into()));
+            }
+            // The provider copies inline data with the CPU (memcpy from the
+            // entry's address): device memory would fault or be garbage.
+            if let Some(i) = r.local.iter().position(|l| !l.cpu_readable()) {
+                return Err(Error::NotHostMemory {
+                    operation: "post_send",
+                    what: format!("local buffer {i}"),
+                });
             }
             if total > u64::from(caps.max_inline_data) {
                 return Err(bad(format!(

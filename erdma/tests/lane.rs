@@ -6,6 +6,7 @@
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use common::*;
@@ -396,6 +397,16 @@ fn siw_lane_over_rdma_cm() {
     let remote = RemoteBuffer::from_bytes(&reply).expect("server sent its buffer");
     let lane = Lane::new(qp).unwrap();
     let src = pd.register(pattern(4096, 3), AccessFlags::empty()).unwrap();
+    // Memory the library cannot vouch is host memory is never sent inline
+    // (siw copies inline data with the CPU).
+    let backing: &'static mut [u8] = Box::leak(vec![0u8; 64].into_boxed_slice());
+    // SAFETY: leaked host memory, allocated for ever.
+    let raw = unsafe { RawBuffer::new(backing.as_mut_ptr(), backing.len()) };
+    let raw = pd.register(raw, AccessFlags::empty()).unwrap();
+    let e = lane
+        .prepare_send(SendRequest::send([raw.slice(..8).unwrap()]).inline())
+        .unwrap_err();
+    assert!(matches!(e, Error::NotHostMemory { .. }), "{e}");
     let mut w = lane
         .prepare_send(SendRequest::write([src.slice(..2048).unwrap()], remote))
         .unwrap();
@@ -424,4 +435,227 @@ fn siw_lane_over_rdma_cm() {
     let want = pattern(4096, 3);
     assert_eq!(&exposed[..2048], &want[..2048], "RDMA WRITE data");
     assert_eq!(inbox, want, "SEND data");
+}
+
+/// write_lat's pattern: an inline WRITE whose source is rewritten between
+/// posts, through the prepared request that holds the source exclusively;
+/// a request naming another region is refused.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_source_rewritten_between_posts() {
+    let r = rig();
+    let (a, b) = small_pair(&r.rxe[0], &r.rxe[1]);
+    let (la, pa, _lb, pb) = lanes(a, b);
+    let mut src = pa.register(vec![0u8; 64], AccessFlags::empty()).unwrap();
+    // The request is built for any lifetime of the source's borrow: only a
+    // 'static region can be named beside it, and is refused.
+    let other: &'static MemoryRegion = Box::leak(Box::new(
+        pa.register(vec![0u8; 64], AccessFlags::empty()).unwrap(),
+    ));
+    let dst = pb
+        .register(
+            vec![0u8; 64],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let remote = dst.remote().slice(..8).unwrap();
+    let e = la
+        .prepare_send_mut(&mut src, |m| {
+            Ok(SendRequest::write(
+                [m.slice(..4)?, other.slice(..4)?],
+                remote,
+            ))
+        })
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    let mut w = la
+        .prepare_send_mut(&mut src, |m| {
+            Ok(SendRequest::write([m.slice(..8)?], remote).inline())
+        })
+        .unwrap();
+    for n in 1..=200u32 {
+        w.source_mut().write_at(0, &n.to_le_bytes()).unwrap();
+        w.post().unwrap();
+        one_of(&la, false).ok().unwrap();
+        assert_eq!(dst.to_vec()[..4], n.to_le_bytes(), "message {n}");
+    }
+    assert_eq!(w.source().read_byte(0).unwrap(), 200);
+    drop(w);
+    // The lane still holds the region (bound): copies only.
+    assert!(matches!(src.as_mut_slice(), Err(Error::Busy { .. })));
+}
+
+/// One rxe QP on a CQ of its own, connected (RTS) to `peer`: what a lane is
+/// made of, cheap enough to make hundreds of times.
+/// Returns the endpoint it connected with (each `endpoint()` has a new PSN).
+fn rts_qp(
+    ctx: &Context,
+    pd: &ProtectionDomain,
+    peer: &Endpoint,
+) -> (CompletionQueue, QueuePair, Endpoint) {
+    // Room for the lane's 32 + 32 and another QP's 4 + 4: only the lane's
+    // ownership can refuse that QP.
+    let cq = ctx.create_cq(128).unwrap();
+    let qp = pd.create_rc_qp(&cq, &cq, &caps()).unwrap();
+    let gid = ctx.select_gid(1, None).unwrap();
+    let me = qp.endpoint(&gid).unwrap();
+    qp.connect(&me, peer, &ConnectOptions::default()).unwrap();
+    (cq, qp, me)
+}
+
+/// A lane's CQ may serve no other QP, also one created on another thread
+/// while the lane is made (it reserves CQ room before it exists as a QP),
+/// and a CompletionQueue::poll already running when the lane is made cannot
+/// take the lane's completions. Hundreds of rounds, two threads each.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_dedication_races() {
+    let r = rig();
+    let (a, b) = small_pair(&r.rxe[0], &r.rxe[1]);
+    let peer = b.qp.endpoint(&b.gid).unwrap();
+    let dst =
+        b.pd.register(
+            vec![0u8; 64],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let src = a.pd.register(vec![5u8; 64], AccessFlags::empty()).unwrap();
+    let rounds = 200;
+    let (mut lanes_won, mut qps_won) = (0, 0);
+    for round in 0..rounds {
+        let (cq, qp, _) = rts_qp(&a.ctx, &a.pd, &peer);
+        let barrier = std::sync::Barrier::new(2);
+        let (lane, other) = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                barrier.wait();
+                a.pd.create_rc_qp(
+                    &cq,
+                    &cq,
+                    &QpCapabilities {
+                        max_send_wr: 4,
+                        max_recv_wr: 4,
+                        ..caps()
+                    },
+                )
+            });
+            barrier.wait();
+            (Lane::new(qp), other.join().unwrap())
+        });
+        match (&lane, &other) {
+            (Ok(_), Err(e)) => {
+                assert!(
+                    e.to_string().contains("serves a Lane"),
+                    "round {round}: {e}"
+                );
+                lanes_won += 1;
+            }
+            (Err(e), Ok(_)) => {
+                assert!(
+                    e.to_string().contains("other queue pair"),
+                    "round {round}: {e}"
+                );
+                qps_won += 1;
+            }
+            _ => panic!("round {round}: lane {lane:?} and QP {other:?}: exactly one may win"),
+        }
+    }
+    eprintln!("{rounds} rounds: the lane won {lanes_won}, the other QP {qps_won}");
+    let mut stolen = 0;
+    for round in 0..rounds {
+        // A peer QP of its own, so that the lane's WRITE completes.
+        let pcq = b.ctx.create_cq(128).unwrap();
+        let pqp = b.pd.create_rc_qp(&pcq, &pcq, &caps()).unwrap();
+        let pend = pqp.endpoint(&b.gid).unwrap();
+        let (cq, qp, me) = rts_qp(&a.ctx, &a.pd, &pend);
+        pqp.connect(&pend, &me, &ConnectOptions::default()).unwrap();
+        let stop = AtomicBool::new(false);
+        let lane = std::thread::scope(|s| {
+            let poller = s.spawn(|| {
+                let mut wcs = [WorkCompletion::default(); 4];
+                let mut n = 0;
+                while !stop.load(Ordering::Acquire) {
+                    match cq.poll(&mut wcs) {
+                        Ok(k) => n += k,
+                        Err(_) => break,
+                    }
+                }
+                n
+            });
+            let lane = Lane::new(qp).unwrap();
+            // Posted at once: a poll still running would take it.
+            let mut w = lane
+                .prepare_send(SendRequest::write([src.slice(..8).unwrap()], dst.remote()).wr_id(7))
+                .unwrap();
+            w.post().unwrap();
+            let mut wc = [Completion::default()];
+            let t0 = std::time::Instant::now();
+            while lane.poll_send(&mut wc).unwrap() == 0 && t0.elapsed() < T / 6 {}
+            stop.store(true, Ordering::Release);
+            let taken = poller.join().unwrap();
+            assert_eq!(
+                (wc[0].wr_id(), taken),
+                (7, 0),
+                "round {round}: the lane's completion (state {:?}), taken by the poller",
+                lane.query_state()
+            );
+            wc[0].ok().unwrap();
+            stolen += taken;
+            assert_eq!(
+                lane.send_credits(),
+                cq.entries(),
+                "round {round}: every credit back"
+            );
+            lane
+        });
+        drop(lane);
+    }
+    assert_eq!(stolen, 0, "a poll took a lane's completion");
+    eprintln!("{rounds} lanes made while their CQ was polled: no completion taken");
+}
+
+/// Completions a dropped QP left in a CQ are discarded when a lane takes
+/// the CQ: its credits start from an empty CQ and its polls return only its
+/// own completions.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_discards_stale_completions() {
+    let r = rig();
+    let (a, b) = small_pair(&r.rxe[0], &r.rxe[1]);
+    let peer = b.qp.endpoint(&b.gid).unwrap();
+    let cq = a.ctx.create_cq(64).unwrap();
+    let inbox =
+        a.pd.register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    let old = a.pd.create_rc_qp(&cq, &cq, &caps()).unwrap();
+    old.to_init(&InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    })
+    .unwrap();
+    for i in 0..8 {
+        old.post_recv(RecvRequest::new([inbox.slice(..8).unwrap()]).wr_id(100 + i))
+            .unwrap();
+    }
+    // ERR flushes the receives: 8 completions wait in the CQ, unpolled.
+    old.to_error().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(old);
+    let qp = a.pd.create_rc_qp(&cq, &cq, &caps()).unwrap();
+    let gid = a.ctx.select_gid(1, None).unwrap();
+    qp.connect(
+        &qp.endpoint(&gid).unwrap(),
+        &peer,
+        &ConnectOptions::default(),
+    )
+    .unwrap();
+    let lane = Lane::new(qp).unwrap();
+    assert_eq!(lane.send_credits(), cq.entries());
+    let mut wc = [Completion::default(); 16];
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(
+        lane.poll_send(&mut wc).unwrap(),
+        0,
+        "stale completions discarded"
+    );
 }

@@ -302,9 +302,14 @@ fn safe_api_checks_and_runs() {
     c.gather(&ints, Some(&mut out), 0, s).unwrap();
     c.scatter(Some(&ints), &mut out, 0, s).unwrap();
     {
+        // Inside a group a safe call would only be recorded with its buffers borrowed
+        // for the call: refused; the group's own calls keep them borrowed until end().
         let grp = Group::start(r.nccl).unwrap();
-        c.send(&ints, 0, s).unwrap();
-        c.recv(&mut out, 0, s).unwrap();
+        let e = c.send(&ints, 0, s).unwrap_err();
+        assert!(matches!(e, NcclError::InvalidArgument { .. }), "{e}");
+        assert!(e.to_string().contains("Group::send"), "{e}");
+        grp.send(c, &ints, 0, s).unwrap();
+        grp.recv(c, &mut out, 0, s).unwrap();
         assert_eq!(grp.end().unwrap(), GroupStatus::Complete);
     }
     c.wait(s, WAIT).unwrap();
@@ -460,9 +465,8 @@ fn init_all_init_ranks_and_groups() {
     let a = DeviceBuffer::from_host(&gpu, &[4u32; 100], &s).unwrap();
     let mut b = DeviceBuffer::<u32>::alloc(&gpu, 100).unwrap();
     let grp = Group::start(nccl).unwrap();
-    for c in &comms {
-        c.all_reduce(&a, &mut b, RedOp::PROD, &s).unwrap();
-    }
+    grp.all_reduce(&comms[0], &a, &mut b, RedOp::PROD, &s)
+        .unwrap();
     assert_eq!(grp.end().unwrap(), GroupStatus::Complete);
     let work: Vec<(&Comm, &Stream)> = comms.iter().map(|c| (c, &s)).collect();
     wait_all(&work, WAIT).unwrap();
@@ -510,7 +514,7 @@ fn nonblocking_communicator() {
     assert!(b.to_vec(s).unwrap().iter().all(|&v| v == 3.0));
     b.fill_bytes(0, s).unwrap();
     let grp = Group::start(r.nccl).unwrap();
-    c.all_reduce(&a, &mut b, RedOp::MAX, s).unwrap();
+    grp.all_reduce(c, &a, &mut b, RedOp::MAX, s).unwrap();
     if grp.end().unwrap() == GroupStatus::InProgress {
         wait_ready(&[c], WAIT).unwrap();
     }

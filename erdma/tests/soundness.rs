@@ -323,3 +323,191 @@ fn cq_too_small_is_refused() {
     assert_eq!(cq.reserved(), 0);
     let _second = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
 }
+
+/// Host memory behind a [`RawBuffer`], leaked so that it outlives every
+/// region made of it: the stand-in for device memory the CPU cannot read
+/// (the library cannot tell them apart, and must not assume either).
+fn raw_region(pd: &ProtectionDomain, len: usize) -> MemoryRegion<RawBuffer> {
+    let backing: &'static mut [u8] = Box::leak(vec![7u8; len].into_boxed_slice());
+    // SAFETY: leaked host memory, allocated for ever, reached only by the
+    // device through the region.
+    let raw = unsafe { RawBuffer::new(backing.as_mut_ptr(), backing.len()) };
+    pd.register(raw, AccessFlags::empty()).unwrap()
+}
+
+/// Inline data is copied by the CPU: a region the library cannot vouch is
+/// host memory (RawBuffer here; GPU and dma-buf regions alike) is refused
+/// inline with a typed error, on post_send and on a lane, and still sent by
+/// DMA without `.inline()`.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn inline_from_non_host_region_is_refused() {
+    let r = rig();
+    let caps = QpCapabilities {
+        max_inline_data: 64,
+        ..caps(16, 16)
+    };
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps);
+    let dst =
+        b.pd.register(
+            vec![0u8; 64],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let raw = raw_region(&a.pd, 64);
+    assert!(!raw.is_cpu_readable());
+    let host = a.pd.register(vec![1u8; 64], AccessFlags::empty()).unwrap();
+    assert!(host.is_cpu_readable());
+    let e =
+        a.qp.post_send(SendRequest::write([host.all(), raw.all()], dst.remote()).inline())
+            .unwrap_err();
+    assert!(matches!(e, Error::NotHostMemory { .. }), "{e}");
+    assert!(e.to_string().contains("local buffer 1"), "{e}");
+    assert_eq!(raw.in_flight(), 0, "nothing was posted");
+    // Without inline the NIC reads it by DMA: fine.
+    a.qp.post_send(SendRequest::write([raw.all()], dst.remote()))
+        .unwrap();
+    one(&a.cq);
+    assert_eq!(dst.to_vec(), vec![7u8; 64]);
+    // A lane checks the same when the request is prepared.
+    let lane = Lane::new(a.qp).unwrap();
+    let e = lane
+        .prepare_send(SendRequest::send([raw.slice(..8).unwrap()]).inline())
+        .unwrap_err();
+    assert!(matches!(e, Error::NotHostMemory { .. }), "{e}");
+    assert!(
+        lane.prepare_send(SendRequest::send([host.slice(..8).unwrap()]).inline())
+            .is_ok()
+    );
+}
+
+/// A QP dropped by its owner while another thread polls its CQ: the poller
+/// may hold the last reference, and the QP's drop (which detaches it from
+/// the CQ) must not run under the CQ's lock. Many rounds, bounded time, and
+/// every QP destroyed (the CQ's reservations all returned).
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn qp_dropped_while_its_cq_is_polled() {
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let init = InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    };
+    let buf = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (cq, stop) = (cq.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut wcs = [WorkCompletion::default(); 8];
+            let mut seen = 0usize;
+            while !stop.load(Ordering::Acquire) {
+                seen += cq.poll(&mut wcs).unwrap();
+            }
+            seen
+        })
+    };
+    let rounds = 2000;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let driver = {
+        let cq = cq.clone();
+        std::thread::spawn(move || {
+            for _ in 0..rounds {
+                let qp = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+                qp.to_init(&init).unwrap();
+                qp.post_recv(RecvRequest::new([buf.all()])).unwrap();
+                // The flush completion lands while the poller spins, and
+                // the owner drops the QP at about the same time.
+                qp.to_error().unwrap();
+                drop(qp);
+            }
+            done_tx.send(()).unwrap();
+        })
+    };
+    let finished = done_rx.recv_timeout(Duration::from_secs(300));
+    stop.store(true, Ordering::Release);
+    assert!(
+        finished.is_ok(),
+        "{rounds} rounds did not finish in 300 s: a QP drop deadlocked against the poller"
+    );
+    driver.join().unwrap();
+    let seen = poller.join().unwrap();
+    assert_eq!(cq.reserved(), 0, "every QP was destroyed");
+    eprintln!("{rounds} QPs dropped while polled; {seen} completions reported");
+}
+
+/// One clone of a CM id creates and drops its QP in a loop while another
+/// connects with a QP that is not the id's: the check reads the id's QP
+/// under the lock its writers hold, and refuses every time with a typed
+/// error.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn connect_check_while_a_clone_creates_qps() {
+    let r = rig();
+    let id = CmId::resolve((r.rxe_ip[1], 7313).into(), Some((r.rxe_ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(1024).unwrap();
+    let foreign = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+    let rounds = 300;
+    let creator = {
+        let (id, pd, cq) = (id.clone(), pd.clone(), cq.clone());
+        std::thread::spawn(move || {
+            for _ in 0..rounds {
+                drop(id.create_qp(&pd, &cq, &cq, &caps(4, 4)).unwrap());
+            }
+        })
+    };
+    let mut refused = 0;
+    while !creator.is_finished() || refused < rounds {
+        let e = id
+            .connect(&foreign, &erdma::cm::ConnParams::default(), T)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        refused += 1;
+    }
+    creator.join().unwrap();
+    eprintln!("{refused} connects with a foreign QP refused while {rounds} QPs came and went");
+}
+
+/// A failed deregistration (injected: no device refuses one at will) leaves
+/// the region whole and registered: it can still be used, read, retried;
+/// no half-deregistered region exists.
+#[cfg(feature = "fault-injection")]
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn failed_deregistration_leaves_the_region_whole() {
+    let r = rig();
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps(16, 16));
+    let dst =
+        b.pd.register(
+            vec![0u8; 64],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let src = a.pd.register(pattern(64, 5), AccessFlags::empty()).unwrap();
+    let lkey = src.lkey();
+    erdma::fault::inject_dereg_failures(1);
+    let (mut src, e) = src.into_inner().unwrap_err();
+    assert_eq!(e.errno(), Some(libc::EBUSY), "{e}");
+    assert!(e.to_string().contains("still registered"), "{e}");
+    assert_eq!(src.lkey(), lkey);
+    assert_eq!(src.as_slice().unwrap(), &pattern(64, 5)[..]);
+    // Still registered: the NIC still reads it.
+    a.qp.post_send(SendRequest::write([src.all()], dst.remote()))
+        .unwrap();
+    one(&a.cq);
+    assert_eq!(dst.to_vec(), pattern(64, 5));
+    // The retry deregisters and hands the buffer back.
+    let back = src.into_inner().unwrap();
+    assert_eq!(back, pattern(64, 5));
+    // A failure in drop leaks the buffer rather than freeing it.
+    let leaked = a.pd.register(vec![3u8; 64], AccessFlags::empty()).unwrap();
+    erdma::fault::inject_dereg_failures(1);
+    drop(leaked);
+}

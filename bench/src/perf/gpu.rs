@@ -113,6 +113,11 @@ impl GpuRegion {
         &self.mr
     }
 
+    /// The memory region, writable, and the stream its copies use.
+    pub fn parts_mut(&mut self) -> (&mut MemoryRegion<GpuMemory>, &Stream) {
+        (&mut self.mr, &self.stream)
+    }
+
     /// How it was registered, for the report.
     pub fn how(&self) -> String {
         self.mr.gpu_registration().to_string()

@@ -6,7 +6,10 @@
 //! ([`super::rdma::Resources::lane`]): each request is prepared once per size
 //! and posted as perftest posts its prebuilt work request.
 
-use erdma::{Completion, Lane, LocalSlice, PreparedRecv, RecvRequest, SendRequest};
+use erdma::{
+    Completion, Lane, LocalSlice, MemoryRegion, PreparedRecv, RecvRequest, RemoteBuffer,
+    SendRequest,
+};
 
 use super::bw::{Run, inline_ok, recv_slots};
 use super::cases::Verb;
@@ -181,28 +184,79 @@ fn failed(wc: &Completion, comm: &mut dyn Comm, what: impl Fn() -> String) -> Pe
 
 /// `write_lat` for messages of `size`.
 pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
-    let o = run.o;
     let size = run.size;
+    let inline = inline_ok(run.o, run.r, size);
+    let last = (size - 1) as usize;
+    let remote = run.remote[0]
+        .slice(0..size as usize)
+        .map_err(|e| PerfError::rdma("the peer's buffer", e))?;
+    let prepared = |e| PerfError::rdma("prepare the RDMA WRITE", e);
+    let counter = |e| PerfError::rdma(format!("write byte {last} of the buffer"), e);
+    let posting = |n: u64, e| PerfError::rdma(format!("post RDMA WRITE {n}"), e);
+    // The WRITE holds its source while it is used: the message counter is
+    // set through it (a post of inline data has the CPU copy the source).
+    let r = &mut *run.r;
+    let lane = r.lane.as_ref().ok_or_else(no_lane)?;
+    let o = run.o;
+    let measure = match &mut r.lmr {
+        Region::Host(m) => {
+            let mut write = lane
+                .prepare_send_mut(m, |m| write_request(m, size, remote, inline))
+                .map_err(prepared)?;
+            write_lat_loop((o, &mut *run.comm, &r.xmr, lane), size, server, |n| {
+                write
+                    .source_mut()
+                    .write_byte(last, n as u8)
+                    .map_err(counter)?;
+                write.post().map_err(|e| posting(n, e))
+            })?
+        }
+        Region::Gpu(g) => {
+            let (m, stream) = g.parts_mut();
+            let mut write = lane
+                .prepare_send_mut(m, |m| write_request(m, size, remote, inline))
+                .map_err(prepared)?;
+            write_lat_loop((o, &mut *run.comm, &r.xmr, lane), size, server, |n| {
+                write
+                    .source_mut()
+                    .copy_from_host(last, &[n as u8], stream)
+                    .map_err(counter)?;
+                write.post().map_err(|e| posting(n, e))
+            })?
+        }
+    };
+    // Keep the source's last byte as the pattern for the next size.
+    r.lmr
+        .write(last, &[pattern(0, last as u64, Salt::Source)])?;
+    Ok(measure)
+}
+
+/// write_lat's RDMA WRITE of `size` bytes from the start of `m`.
+fn write_request<B: Send + Sync + 'static>(
+    m: &MemoryRegion<B>,
+    size: u64,
+    remote: RemoteBuffer,
+    inline: bool,
+) -> erdma::Result<SendRequest<'_>> {
+    let req = SendRequest::write([m.slice(0..size as usize)?], remote);
+    Ok(if inline { req.inline() } else { req })
+}
+
+/// The ping-pong of [`write_lat`]: `post(n)` sets the message counter to
+/// `n` (its low byte) and posts the WRITE.
+fn write_lat_loop(
+    (o, comm, xmr, lane): (&Options, &mut dyn Comm, &Region, &Lane),
+    size: u64,
+    server: bool,
+    mut post: impl FnMut(u64) -> PerfResult<()>,
+) -> PerfResult<LatMeasure> {
     let iters = o.iters;
-    let inline = inline_ok(o, run.r, size);
     let last = (size - 1) as usize;
     let mut stamps = Stamps::new(o);
     let calib = Calibration::start();
     let (mut scnt, mut ccnt, mut rcnt) = (0u64, 0u64, 0u64);
     let mut watch = Watch::new(o.timeout);
-    let remote = run.remote[0]
-        .slice(0..size as usize)
-        .map_err(|e| PerfError::rdma("the peer's buffer", e))?;
     let timed = stamps.timed();
-    let r = &mut *run.r;
-    let lane = r.lane.as_ref().ok_or_else(no_lane)?;
-    let mut req = SendRequest::write([r.lmr.slice(0, size)?], remote);
-    if inline {
-        req = req.inline();
-    }
-    let mut write = lane
-        .prepare_send(req)
-        .map_err(|e| PerfError::rdma("prepare the RDMA WRITE", e))?;
     loop {
         if timed && scnt >= iters && ccnt >= iters && rcnt >= iters {
             break;
@@ -211,15 +265,15 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
         if (!timed || rcnt < iters) && !(scnt < 1 && server) {
             rcnt += 1;
             let want = rcnt as u8;
-            while r.xmr.byte(last)? != want {
-                watch.idle(run.comm, || {
+            while xmr.byte(last)? != want {
+                watch.idle(comm, || {
                     format!("write_lat of {size} bytes: waiting for message {rcnt}")
                 })?;
             }
             watch.progress();
             if o.verify {
                 let mut got = vec![0u8; last];
-                r.xmr.read(0, &mut got)?;
+                xmr.read(0, &mut got)?;
                 check_pattern(&got, 0, 0, Salt::Source, || {
                     format!("write_lat message {rcnt} of {size} bytes")
                 })?;
@@ -230,22 +284,16 @@ pub fn write_lat(run: &mut Run<'_>, server: bool) -> PerfResult<LatMeasure> {
                 break;
             }
             scnt += 1;
-            r.lmr.set_byte(last, scnt as u8)?;
-            write
-                .post()
-                .map_err(|e| PerfError::rdma(format!("post RDMA WRITE {scnt}"), e))?;
+            post(scnt)?;
         }
         if !timed || ccnt < iters {
-            poll_one(lane, run.comm, o, false, || {
+            poll_one(lane, comm, o, false, || {
                 format!("the completion of RDMA WRITE {}", ccnt + 1)
             })?;
             ccnt += 1;
         }
     }
     let hz = calib.ticks_per_sec();
-    // Keep the source's last byte as the pattern for the next size.
-    r.lmr
-        .write(last, &[pattern(0, last as u64, Salt::Source)])?;
     Ok(stamps.measure(size, iters, hz, 2))
 }
 

@@ -279,7 +279,9 @@ fn parts(plan: &Plan, ctx: &Context) -> PerfResult<Parts> {
             ctx.name()
         )));
     }
-    let inline = if o.inline_size() > 0 {
+    // Inline data is copied by the CPU: never from GPU memory (the library
+    // refuses it, Error::NotHostMemory; perftest turns inline off too).
+    let inline = if o.inline_size() > 0 && plan.gpu.is_none() {
         o.inline_size().min(ctx.max_inline_data().unwrap_or(0))
     } else {
         0

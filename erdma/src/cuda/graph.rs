@@ -16,9 +16,10 @@ pub struct Graph {
 }
 
 // SAFETY: graph handles are plain driver objects usable from any thread.
+// Not Sync: CUDA requires the calls on one graph object to be serialised
+// (instantiate reads the graph), which `&self` methods on several threads
+// would not be.
 unsafe impl Send for Graph {}
-// SAFETY: the only &self operation (instantiate) is thread-safe in the driver.
-unsafe impl Sync for Graph {}
 
 impl fmt::Debug for Graph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -76,9 +77,9 @@ pub struct GraphExec {
 }
 
 // SAFETY: executable-graph handles are plain driver objects usable from any thread.
+// Not Sync: CUDA requires the calls on one executable graph (launch, upload)
+// to be serialised, which `&self` methods on several threads would not be.
 unsafe impl Send for GraphExec {}
-// SAFETY: launches of one executable graph are serialized by the driver.
-unsafe impl Sync for GraphExec {}
 
 impl fmt::Debug for GraphExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -354,7 +354,10 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Ok(v)
     }
 
-    /// Enqueues a copy of all of `src` into the start of this buffer (device to device).
+    /// Enqueues a copy of all of `src` into the start of this buffer (device to device) on
+    /// `stream`, a stream of this buffer's GPU. A source on another GPU is copied from and
+    /// waited for before this returns: dropping it synchronizes its own GPU only, not the
+    /// stream that reads it.
     pub fn copy_from_device(&mut self, src: &DeviceBuffer<T>, stream: &Stream) -> Result<()> {
         if src.len > self.len {
             return Err(CudaError::invalid(format!(
@@ -362,10 +365,33 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
                 src.len, self.len
             )));
         }
-        self.check_stream(stream)?;
-        // SAFETY: both ranges lie in live allocations; dropping either waits for the copy.
-        unsafe { copy_dtod_raw(self.ptr, src.ptr, src.byte_len(), stream) }
+        let wait = copy_waits(
+            src.device.ordinal(),
+            self.device.ordinal(),
+            stream.device().ordinal(),
+        )?;
+        // SAFETY: both ranges lie in live allocations. Dropping the destination synchronizes
+        // its GPU, which runs the stream; dropping a source of the same GPU does too, and a
+        // source on another GPU is waited for below, before its borrow ends.
+        unsafe { copy_dtod_raw(self.ptr, src.ptr, src.byte_len(), stream) }?;
+        if wait {
+            stream.synchronize()?;
+        }
+        Ok(())
     }
+}
+
+/// Whether a device-to-device copy from GPU `src` into GPU `dst` on a stream of GPU `stream`
+/// must be waited for before the source's borrow ends: the stream must be the destination's
+/// (whose drop synchronizes it), and a source on another GPU is not ordered by its own drop.
+fn copy_waits(src: usize, dst: usize, stream: usize) -> Result<bool> {
+    if stream != dst {
+        return Err(CudaError::invalid(format!(
+            "stream of GPU {stream} used with a buffer on GPU {dst}: copy on a stream of the \
+             destination's GPU"
+        )));
+    }
+    Ok(src != dst)
 }
 
 impl<T: DeviceRepr> Drop for DeviceBuffer<T> {
@@ -511,6 +537,18 @@ mod tests {
     fn byte_len_overflow_is_an_error() {
         assert!(byte_len::<u64>(usize::MAX).is_err());
         assert_eq!(byte_len::<u32>(3).unwrap(), 12);
+    }
+
+    #[test]
+    fn cross_gpu_copies_wait_and_foreign_streams_are_refused() {
+        assert!(!copy_waits(0, 0, 0).unwrap());
+        assert!(copy_waits(1, 0, 0).unwrap());
+        let e = copy_waits(0, 0, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("stream of GPU 1 used with a buffer on GPU 0"),
+            "{e}"
+        );
+        assert!(copy_waits(1, 0, 1).is_err());
     }
 
     #[test]

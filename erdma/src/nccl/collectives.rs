@@ -11,7 +11,7 @@ use std::ptr::NonNull;
 
 use super::comm::Comm;
 use super::error::{NcclError, Result};
-use super::group::Group;
+use super::group::{Group, in_group};
 use super::sys::NCCL_SCALAR_HOST_IMMEDIATE;
 use super::types::{DataType, NcclType, RedOp, Scalar};
 use crate::cuda::{DeviceBuffer, DevicePtr, Stream};
@@ -632,7 +632,22 @@ impl Comm {
         self.end_group(group)
     }
 
-    fn end_group(&self, group: Group) -> Result<()> {
+    /// Refuses a safe collective while a group is open on this thread: NCCL would only
+    /// record it, and its buffers, borrowed for this call only, could be freed before the
+    /// group's end launches it.
+    fn refuse_in_group(&self, call: &str) -> Result<()> {
+        if in_group() {
+            return Err(NcclError::invalid(format!(
+                "{call} inside an open group would only be recorded, and its buffers could be \
+                 freed before the group ends: enqueue it through the group (Group::all_reduce, \
+                 Group::send, Group::recv keep the buffers borrowed until Group::end), or call \
+                 it outside the group"
+            )));
+        }
+        Ok(())
+    }
+
+    fn end_group(&self, group: Group<'_>) -> Result<()> {
         match group.end()? {
             super::GroupStatus::Complete => Ok(()),
             super::GroupStatus::InProgress => super::wait_ready(&[self], None),
@@ -641,6 +656,19 @@ impl Comm {
 
     /// Safe all-reduce of all of `send` into `recv` (which must hold at least as many).
     pub fn all_reduce<T: NcclType>(
+        &self,
+        send: &DeviceBuffer<T>,
+        recv: &mut DeviceBuffer<T>,
+        op: RedOp,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.refuse_in_group("Comm::all_reduce")?;
+        self.enqueue_all_reduce(send, recv, op, stream)
+    }
+
+    /// [`Comm::all_reduce`] without the group check: for [`Group`], which keeps the buffers
+    /// borrowed until the group ends.
+    pub(crate) fn enqueue_all_reduce<T: NcclType>(
         &self,
         send: &DeviceBuffer<T>,
         recv: &mut DeviceBuffer<T>,
@@ -673,6 +701,7 @@ impl Comm {
         op: RedOp,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::all_reduce_in_place")?;
         self.check_type_safe::<T>()?;
         self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
@@ -700,6 +729,7 @@ impl Comm {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::reduce")?;
         self.check_type_safe::<T>()?;
         self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
@@ -727,6 +757,7 @@ impl Comm {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::broadcast")?;
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         self.check_buffer("send", send, recv.len())?;
@@ -751,6 +782,7 @@ impl Comm {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::broadcast_in_place")?;
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         self.check_buffer("in-place", buf, 0)?;
@@ -775,6 +807,7 @@ impl Comm {
         recv: &mut DeviceBuffer<T>,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::all_gather")?;
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         self.check_buffer("send", send, 0)?;
@@ -800,6 +833,7 @@ impl Comm {
         op: RedOp,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::reduce_scatter")?;
         self.check_type_safe::<T>()?;
         self.check_reduction(T::DATA_TYPE, op)?;
         self.check_stream(stream)?;
@@ -825,6 +859,7 @@ impl Comm {
         recv: &mut DeviceBuffer<T>,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::all_to_all")?;
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         if !send.len().is_multiple_of(self.size()) {
@@ -857,6 +892,7 @@ impl Comm {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::gather")?;
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         self.check_peer("root", root)?;
@@ -893,6 +929,7 @@ impl Comm {
         root: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::scatter")?;
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         self.check_peer("root", root)?;
@@ -927,6 +964,18 @@ impl Comm {
         peer: usize,
         stream: &Stream,
     ) -> Result<()> {
+        self.refuse_in_group("Comm::send")?;
+        self.enqueue_send(buf, peer, stream)
+    }
+
+    /// [`Comm::send`] without the group check: for [`Group`], which keeps the buffers
+    /// borrowed until the group ends.
+    pub(crate) fn enqueue_send<T: NcclType>(
+        &self,
+        buf: &DeviceBuffer<T>,
+        peer: usize,
+        stream: &Stream,
+    ) -> Result<()> {
         self.check_type_safe::<T>()?;
         self.check_stream(stream)?;
         self.check_buffer("send", buf, 0)?;
@@ -936,6 +985,18 @@ impl Comm {
 
     /// Safe receive of `buf.len()` elements from `peer`.
     pub fn recv<T: NcclType>(
+        &self,
+        buf: &mut DeviceBuffer<T>,
+        peer: usize,
+        stream: &Stream,
+    ) -> Result<()> {
+        self.refuse_in_group("Comm::recv")?;
+        self.enqueue_recv(buf, peer, stream)
+    }
+
+    /// [`Comm::recv`] without the group check: for [`Group`], which keeps the buffers
+    /// borrowed until the group ends.
+    pub(crate) fn enqueue_recv<T: NcclType>(
         &self,
         buf: &mut DeviceBuffer<T>,
         peer: usize,

@@ -4,8 +4,11 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 
+use super::comm::Comm;
 use super::error::{Result, ResultCode};
 use super::library::Nccl;
+use super::types::{NcclType, RedOp};
+use crate::cuda::{DeviceBuffer, Stream};
 
 thread_local! {
     /// Groups open on this thread through [`Group`] (NCCL's own depth is thread-local too).
@@ -30,17 +33,25 @@ pub enum GroupStatus {
 /// An open `ncclGroupStart` ... `ncclGroupEnd` section on this thread. Operations issued
 /// while it is open are only enqueued at [`Group::end`]. Dropping it without `end` still
 /// ends the group (errors are then lost). Groups nest.
+///
+/// Safe operations are recorded through the group ([`Group::all_reduce`], [`Group::send`],
+/// [`Group::recv`]), which keeps their buffers, streams and communicators borrowed for `'g`,
+/// until the group ends: NCCL launches them only then. The safe [`Comm`] collectives refuse
+/// to run while a group is open on the thread.
 #[must_use = "operations in a group only start when the group ends"]
-pub struct Group {
+pub struct Group<'g> {
     nccl: &'static Nccl,
     open: bool,
     // NCCL's group state is per thread: the guard must end on the thread that started it.
     _not_send: PhantomData<*const ()>,
+    // Invariant in 'g: what an operation borrowed for 'g stays borrowed until the group ends
+    // (a covariant 'g could shrink to each call).
+    _borrows: PhantomData<fn(&'g ()) -> &'g ()>,
 }
 
-impl Group {
+impl<'g> Group<'g> {
     /// `ncclGroupStart`.
-    pub fn start(nccl: &'static Nccl) -> Result<Group> {
+    pub fn start(nccl: &'static Nccl) -> Result<Group<'g>> {
         // SAFETY: no arguments; the matching ncclGroupEnd is guaranteed by Drop.
         let rc = unsafe { (nccl.api.ncclGroupStart)() };
         nccl.check("ncclGroupStart", rc, std::ptr::null_mut())?;
@@ -49,7 +60,45 @@ impl Group {
             nccl,
             open: true,
             _not_send: PhantomData,
+            _borrows: PhantomData,
         })
+    }
+
+    /// Records an all-reduce of all of `send` into `recv` (as [`Comm::all_reduce`]); the
+    /// buffers stay borrowed until the group ends.
+    pub fn all_reduce<T: NcclType>(
+        &self,
+        comm: &'g Comm,
+        send: &'g DeviceBuffer<T>,
+        recv: &'g mut DeviceBuffer<T>,
+        op: RedOp,
+        stream: &'g Stream,
+    ) -> Result<()> {
+        comm.enqueue_all_reduce(send, recv, op, stream)
+    }
+
+    /// Records a send of all of `buf` to `peer` (as [`Comm::send`]); the buffer stays
+    /// borrowed until the group ends.
+    pub fn send<T: NcclType>(
+        &self,
+        comm: &'g Comm,
+        buf: &'g DeviceBuffer<T>,
+        peer: usize,
+        stream: &'g Stream,
+    ) -> Result<()> {
+        comm.enqueue_send(buf, peer, stream)
+    }
+
+    /// Records a receive of `buf.len()` elements from `peer` (as [`Comm::recv`]); the
+    /// buffer stays borrowed until the group ends.
+    pub fn recv<T: NcclType>(
+        &self,
+        comm: &'g Comm,
+        buf: &'g mut DeviceBuffer<T>,
+        peer: usize,
+        stream: &'g Stream,
+    ) -> Result<()> {
+        comm.enqueue_recv(buf, peer, stream)
     }
 
     /// `ncclGroupEnd`: launches the grouped operations.
@@ -95,7 +144,7 @@ impl Group {
     }
 }
 
-impl Drop for Group {
+impl Drop for Group<'_> {
     fn drop(&mut self) {
         if self.open {
             let _ = self.finish();
