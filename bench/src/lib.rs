@@ -3,6 +3,7 @@
 //! (`erdma-perf`) and the comparison of their results.
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod cluster;
 pub mod compare;
 /// `devinfo`: RDMA device attributes as `ibv_devinfo` prints them.

@@ -44,7 +44,7 @@ fn failed(e: std::io::Error) {
     if e.kind() == ErrorKind::BrokenPipe {
         job::stop(Stop::Signal(libc::SIGPIPE));
     } else {
-        let msg = format!("cannot write the report to stdout: {e}");
+        let msg = crate::cli::stdout_failed_line(&e);
         err(&format!("{msg}\n"));
         job::stop(Stop::Stdout(msg));
     }

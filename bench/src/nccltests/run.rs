@@ -26,18 +26,18 @@ pub fn main(coll: &'static Collective) -> std::process::ExitCode {
     job::install_signal_handlers();
     // An argument that is not UTF-8 is refused rather than altered (a
     // lossy -J path would write another file).
-    let argv: Result<Vec<String>, _> = std::env::args_os().map(|a| a.into_string()).collect();
-    let code = match argv {
+    let code = match crate::cli::args(None, super::errors::EXIT_BAD_ARGS) {
         Ok(argv) => run_with_args(coll, &argv),
-        Err(bad) => {
-            console::err(&format!(
-                "invalid argument '{}': not valid UTF-8\n",
-                bad.to_string_lossy()
-            ));
-            super::errors::EXIT_BAD_ARGS
-        }
+        Err(code) => code,
     };
     console::flush();
+    // The report or the help text was lost (`>/dev/full`): console printed
+    // why; a run that otherwise succeeded must not say 0.
+    let code = if code == 0 && console::broken() {
+        1
+    } else {
+        code
+    };
     if let Some(Stop::Signal(sig)) = job::stop_reason() {
         job::die_by_signal(sig);
     }
