@@ -9,6 +9,7 @@ pub mod compare;
 /// `devinfo`: RDMA device attributes as `ibv_devinfo` prints them.
 pub mod devinfo;
 pub mod doctor;
+pub mod input;
 pub mod meta;
 pub mod nccltests;
 pub mod perf;

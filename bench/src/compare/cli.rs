@@ -124,11 +124,12 @@ fn name_runs(runs: &mut [Run]) {
 }
 
 fn load(path: &str, err: &mut dyn Write) -> Result<Vec<Run>, i32> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        let _ = writeln!(
-            err,
-            "erdma-compare: cannot read {path}: {e}: check the path and its permissions"
-        );
+    let bytes = crate::input::read(path).map_err(|e| {
+        let fix = match e.kind {
+            crate::input::InputErrorKind::Io(_) => ": check the path and its permissions",
+            _ => "",
+        };
+        let _ = writeln!(err, "erdma-compare: {e}{fix}");
         EXIT_INPUT
     })?;
     parse::parse(path, &bytes).map_err(|e| {
