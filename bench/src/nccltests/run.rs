@@ -11,7 +11,7 @@ use super::errors::{EXIT_WRONG_RESULTS, TestError, TestResult};
 use super::hooks::Hooks;
 use super::job::{self, Stop};
 use super::memuse::{self, MemUse};
-use super::options::{self, Options, Parsed, Printed};
+use super::options::{self, BackendKind, Options, Parsed, Printed};
 use super::output::{Output, text::DeviceLine};
 use super::sync::ProcessSync;
 use super::threads::{alloc_all, run_threads};
@@ -308,6 +308,13 @@ fn run_opened(
     };
     let max_mem = device_report(&opts, &*be, &**boot, pl, first_dev, host, out)?;
     cap_max_bytes(&mut opts, max_mem, pl.proc == 0, out);
+    if matches!(opts.backend, BackendKind::Host | BackendKind::Mpi) {
+        // Host buffers: all of this process's ranks against what the host
+        // has free (allocation alone would succeed under overcommit).
+        let buffers = if opts.datacheck != 0 { 3 } else { 2 };
+        let bytes = super::threads::buffer_bytes(&opts)?;
+        super::alloc::check_fits(bytes, buffers, per_proc, super::alloc::mem_available())?;
+    }
     let nranks = pl.group_procs * per_proc;
     out.nranks = nranks;
     let id = unique_id(&*be, &**boot, pl)?;
