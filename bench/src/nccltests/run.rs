@@ -20,8 +20,8 @@ use super::{agree, census, console};
 use std::sync::Arc;
 
 /// Runs the benchmark for `coll` with the process's arguments and returns
-/// the exit status. Binaries call this from `main`.
-pub fn main(coll: &'static Collective) -> std::process::ExitCode {
+/// the exit status. Binaries start it through [`crate::c_main`].
+pub fn main(coll: &'static Collective) -> i32 {
     // Before any thread exists (MPI's included): see job::install_signal_handlers.
     job::install_signal_handlers();
     // An argument that is not UTF-8 is refused rather than altered (a
@@ -41,7 +41,7 @@ pub fn main(coll: &'static Collective) -> std::process::ExitCode {
     if let Some(Stop::Signal(sig)) = job::stop_reason() {
         job::die_by_signal(sig);
     }
-    std::process::ExitCode::from((code & 0xff) as u8)
+    code & 0xff
 }
 
 /// [`main`] with explicit arguments; returns the exit status.
