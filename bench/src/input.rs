@@ -88,6 +88,57 @@ pub fn read(path: impl AsRef<Path>) -> Result<Vec<u8>, InputError> {
 
 /// [`read`] with another cap (for tests).
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, InputError> {
+    let mut input = open_capped(path, cap)?;
+    let mut bytes = Vec::with_capacity(input.len as usize);
+    input.read_to_end(&mut bytes).map_err(|e| input.error(e))?;
+    Ok(bytes)
+}
+
+/// `path` opened for reading, checked as [`read`] checks it, to be read
+/// as a stream: reading past [`MAX_INPUT_BYTES`] is an error.
+pub fn open(path: impl AsRef<Path>) -> Result<Input, InputError> {
+    open_capped(path.as_ref(), MAX_INPUT_BYTES)
+}
+
+/// A checked input file; its reads fail past the cap.
+#[derive(Debug)]
+pub struct Input {
+    file: std::io::Take<File>,
+    path: String,
+    cap: u64,
+    seen: u64,
+    /// The size the file system reported when it was opened.
+    pub len: u64,
+}
+
+impl Input {
+    /// The [`InputError`] for an error of this input's reads.
+    pub fn error(&self, e: io::Error) -> InputError {
+        let kind = if self.seen > self.cap {
+            InputErrorKind::TooLarge
+        } else {
+            InputErrorKind::Io(e)
+        };
+        InputError {
+            path: self.path.clone(),
+            kind,
+        }
+    }
+}
+
+impl Read for Input {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.seen += n as u64;
+        if self.seen > self.cap {
+            // A file that grew (or whose size lied) past the cap.
+            return Err(io::Error::other("over the size cap"));
+        }
+        Ok(n)
+    }
+}
+
+fn open_capped(path: &Path, cap: u64) -> Result<Input, InputError> {
     let err = |kind| InputError {
         path: path.display().to_string(),
         kind,
@@ -106,15 +157,14 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, InputError> {
     if meta.len() > cap {
         return Err(err(InputErrorKind::TooLarge));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // One byte past the cap tells a file that grew (or lied) from one at it.
-    f.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| err(InputErrorKind::Io(e)))?;
-    if bytes.len() as u64 > cap {
-        return Err(err(InputErrorKind::TooLarge));
-    }
-    Ok(bytes)
+    Ok(Input {
+        // One byte past the cap tells a file that grew from one at it.
+        file: f.take(cap + 1),
+        path: path.display().to_string(),
+        cap,
+        seen: 0,
+        len: meta.len(),
+    })
 }
 
 #[cfg(test)]

@@ -466,10 +466,19 @@ fn comment_line(sections: &mut Vec<Section>, path: &str, l: &str) {
 
 /// Reads a log into runs.
 pub fn parse(path: &str, text: &str) -> Result<Vec<Run>, ParseError> {
+    parse_lines(path, text.lines())
+}
+
+/// Reads a log, given line by line (without their newlines), into runs:
+/// a long log is never held whole.
+pub fn parse_lines<S: AsRef<str>>(
+    path: &str,
+    lines: impl Iterator<Item = S>,
+) -> Result<Vec<Run>, ParseError> {
     let mut sections = vec![Section::new(path)];
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in lines.enumerate() {
         let no = i + 1;
-        let split = split_nccl(raw.trim_end_matches('\r'));
+        let split = split_nccl(raw.as_ref().trim_end_matches('\r'));
         if let Some(msg) = split.nccl {
             let s = sections.last_mut().expect("a section is always open");
             nccl_message(s, msg);
