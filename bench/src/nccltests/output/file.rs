@@ -84,8 +84,9 @@ pub fn create(path: &str) -> io::Result<(BufWriter<File>, Pending)> {
 }
 
 /// `path` opened for writing when it is a character device or a FIFO;
-/// None when it is anything else (or nothing yet).
-fn open_special(path: &str) -> io::Result<Option<File>> {
+/// None when it is anything else (or nothing yet). erdma-perf's outputs
+/// use it too, so that a FIFO without a reader never blocks an open.
+pub fn open_special(path: &str) -> io::Result<Option<File>> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let Ok(t) = std::fs::metadata(path).map(|m| m.file_type()) else {
         return Ok(None);
