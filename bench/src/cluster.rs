@@ -630,6 +630,32 @@ pub fn report(
     overall(&reports, &across, &stages).exit_code()
 }
 
+/// The checks of the command line that clap cannot make: [`check_skips`]
+/// and [`check_baseline`].
+pub fn check_args(args: &Args) -> Result<(), String> {
+    check_skips(args)?;
+    check_baseline(args)
+}
+
+/// `--baseline DIR` names a directory (a typo must fail the CI gate at
+/// once, not turn every pair into a warning).
+pub fn check_baseline(args: &Args) -> Result<(), String> {
+    let Some(dir) = &args.baseline else {
+        return Ok(());
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "--baseline {}: not a directory: name the directory an earlier run's --out wrote",
+            dir.display()
+        )),
+        Err(e) => Err(format!(
+            "--baseline {}: {e}: name the directory an earlier run's --out wrote",
+            dir.display()
+        )),
+    }
+}
+
 /// Whether every `--skip` name is a check or group of erdma-doctor.
 pub fn check_skips(args: &Args) -> Result<(), String> {
     match args.skip.iter().find(|s| !crate::doctor::known(s)) {

@@ -3,11 +3,13 @@
 //! (`erdma-perf`) and the comparison of their results.
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod cluster;
 pub mod compare;
 /// `devinfo`: RDMA device attributes as `ibv_devinfo` prints them.
 pub mod devinfo;
 pub mod doctor;
+pub mod input;
 pub mod meta;
 pub mod nccltests;
 pub mod perf;

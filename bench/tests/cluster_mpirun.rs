@@ -137,6 +137,8 @@ fn pairs_without_rdma_fail_every_run_once() {
     // Against a baseline without documents: every direction a warning
     // (nothing to compare), the job still failed by its pairs.
     let empty = std::env::temp_dir().join(format!("erdma-cluster-nobase-{}", std::process::id()));
+    // (A directory that does not exist is bad arguments: see cli_faults.)
+    std::fs::create_dir_all(&empty).unwrap();
     let (code, out, err) = mpirun(
         2,
         &[
@@ -157,6 +159,7 @@ fn pairs_without_rdma_fail_every_run_once() {
         rows.iter()
             .all(|r| r["note"].as_str().unwrap().contains("no baseline document"))
     );
+    std::fs::remove_dir_all(&empty).unwrap();
     // The text report says each error once.
     let (code, out, _) = mpirun(2, &["--skip", "gpu", "--pairs"]);
     assert_eq!(code, Some(2));

@@ -246,10 +246,10 @@ fn signalled_run(sig: i32, tag: &str) {
     let r = json(&j);
     let results = r["results"].as_array().expect("results").len();
     assert!(results >= 3, "{r}");
-    let name = if sig == libc::SIGINT {
-        "SIGINT"
-    } else {
-        "SIGTERM"
+    let name = match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        _ => "SIGTERM",
     };
     assert_eq!(r["errors"][0], format!("interrupted by {name}").as_str());
     assert!(csv_rows(&c).len() >= 2 * 3);
@@ -258,9 +258,11 @@ fn signalled_run(sig: i32, tag: &str) {
 }
 
 #[test]
-fn sigterm_and_sigint_leave_valid_output_files() {
+fn sigterm_sigint_and_sighup_leave_valid_output_files() {
     signalled_run(libc::SIGTERM, "term");
     signalled_run(libc::SIGINT, "int");
+    // A closed terminal or ssh session (issue 25).
+    signalled_run(libc::SIGHUP, "hup");
 }
 
 #[test]

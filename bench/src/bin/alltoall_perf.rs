@@ -1,5 +1,9 @@
 //! `alltoall_perf`: nccl-tests' alltoall benchmark (see `erdma_bench::nccltests`).
 
-fn main() -> std::process::ExitCode {
+#![no_main]
+
+erdma_bench::c_main!(run);
+
+fn run() -> i32 {
     erdma_bench::nccltests::main(&erdma_bench::nccltests::colls::ALLTOALL)
 }

@@ -5,28 +5,25 @@
 //! 2 bad arguments, 3 no RDMA device, 4 libibverbs missing, 5 no such
 //! device or port).
 
-use clap::Parser;
+#![no_main]
+
+use erdma_bench::cli;
 use erdma_bench::devinfo::{self, Args};
 
-fn main() {
-    let args = match Args::try_parse() {
+erdma_bench::c_main!(run);
+
+fn run() -> i32 {
+    let parsed = cli::args(Some("devinfo"), devinfo::EXIT_USAGE)
+        .and_then(|argv| cli::parse::<Args>(&argv, devinfo::EXIT_USAGE, true));
+    let args = match parsed {
         Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                devinfo::EXIT_USAGE
-            } else {
-                devinfo::EXIT_OK
-            };
-            let _ = e.print();
-            std::process::exit(code);
-        }
+        Err(code) => return code,
     };
     let list = erdma::devices();
-    let code = devinfo::run(
+    devinfo::run(
         &args,
         &list,
-        &mut std::io::stdout().lock(),
+        &mut cli::Stdout,
         &mut std::io::stderr().lock(),
-    );
-    std::process::exit(code);
+    )
 }

@@ -6,7 +6,9 @@
 //! this host alone, as a cluster of one. `--pairs` adds the NIC pair matrix
 //! (erdma-perf between every two ranks, both directions).
 
-use clap::Parser;
+#![no_main]
+
+use erdma_bench::cli;
 use erdma_bench::cluster::{self, Args, pairs};
 use erdma_bench::doctor::{self, system::SystemHost};
 use erdma_bench::meta::RunMeta;
@@ -22,19 +24,12 @@ fn local_report(args: &Args, host: &SystemHost) -> Vec<u8> {
 /// Parses the arguments; on an error, `speak` decides whether this rank
 /// prints it (rank 0 only, so that N ranks do not print it N times).
 fn parse(speak: bool, size: usize) -> Result<Args, i32> {
-    let a = match Args::try_parse() {
-        Ok(a) => a,
-        Err(e) => {
-            if speak {
-                let _ = e.print();
-            }
-            return Err(if e.use_stderr() {
-                cluster::EXIT_USAGE
-            } else {
-                cluster::EXIT_OK
-            });
-        }
+    let argv = if speak {
+        cli::args(Some("erdma-cluster"), cluster::EXIT_USAGE)
+    } else {
+        cli::args_silent(cluster::EXIT_USAGE)
     };
+    let a = argv.and_then(|argv| cli::parse::<Args>(&argv, cluster::EXIT_USAGE, speak))?;
     let pairs_ok = || -> Result<(), String> {
         if a.pair.pairs {
             pairs::options(&a.pair, 0)?;
@@ -42,7 +37,7 @@ fn parse(speak: bool, size: usize) -> Result<Args, i32> {
         }
         Ok(())
     };
-    if let Err(e) = cluster::check_skips(&a).and_then(|()| pairs_ok()) {
+    if let Err(e) = cluster::check_args(&a).and_then(|()| pairs_ok()) {
         if speak {
             eprintln!("erdma-cluster: {e}");
         }
@@ -82,8 +77,10 @@ fn pair_runs(
         .into_bytes()
 }
 
+erdma_bench::c_main!(run);
+
 #[cfg(feature = "mpi")]
-fn main() {
+fn run() -> i32 {
     use mpi::traits::*;
 
     let Some(universe) = mpi::initialize() else {
@@ -119,7 +116,7 @@ fn main() {
             &RunMeta::now("erdma-cluster"),
             &raw,
             pair_raw.flatten().as_deref(),
-            &mut std::io::stdout().lock(),
+            &mut cli::Stdout,
             &mut std::io::stderr().lock(),
         );
     }
@@ -193,7 +190,7 @@ fn split(all: &[u8], counts: &[i32], displs: &[i32]) -> Vec<Vec<u8>> {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn main() {
+fn run() -> i32 {
     let args = match parse(true, 1) {
         Ok(a) => a,
         Err(code) => std::process::exit(code),
@@ -208,7 +205,7 @@ fn main() {
         &RunMeta::now("erdma-cluster"),
         &[local_report(&args, &host)],
         pair_raw.as_deref(),
-        &mut std::io::stdout().lock(),
+        &mut cli::Stdout,
         &mut std::io::stderr().lock(),
     );
     std::process::exit(code);

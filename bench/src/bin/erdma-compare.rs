@@ -4,28 +4,26 @@
 //! 2 bad arguments, 3 unreadable or unrecognised input, 4 nothing in
 //! common with the baseline under --fail-below, 5 plot not written).
 
-use clap::Parser;
+#![no_main]
+
+use erdma_bench::cli as common;
 use erdma_bench::compare::cli::{self, Args};
 
-fn main() {
-    let args = match Args::try_parse() {
+erdma_bench::c_main!(run);
+
+fn run() -> i32 {
+    let argv = match common::args(Some("erdma-compare"), cli::EXIT_USAGE) {
         Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                cli::EXIT_USAGE
-            } else {
-                cli::EXIT_OK
-            };
-            let _ = e.print();
-            std::process::exit(code);
-        }
+        Err(code) => return code,
     };
-    let argv: Vec<String> = std::env::args().collect();
-    let code = cli::run(
+    let args = match common::parse::<Args>(&argv, cli::EXIT_USAGE, true) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    cli::run(
         &args,
         &argv,
-        &mut std::io::stdout().lock(),
+        &mut common::Stdout,
         &mut std::io::stderr().lock(),
-    );
-    std::process::exit(code);
+    )
 }

@@ -3,28 +3,25 @@
 //! for the devices found. Exit status: see `erdma_bench::doctor` (0 ok, 1 a
 //! warning, 2 a failure, 3 bad arguments, 4 the report could not be written).
 
-use clap::Parser;
+#![no_main]
+
+use erdma_bench::cli;
 use erdma_bench::doctor::{self, Args, system::SystemHost};
 
-fn main() {
-    let args = match Args::try_parse() {
+erdma_bench::c_main!(run);
+
+fn run() -> i32 {
+    let parsed = cli::args(Some("erdma-doctor"), doctor::EXIT_USAGE)
+        .and_then(|argv| cli::parse::<Args>(&argv, doctor::EXIT_USAGE, true));
+    let args = match parsed {
         Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                doctor::EXIT_USAGE
-            } else {
-                doctor::EXIT_OK
-            };
-            let _ = e.print();
-            std::process::exit(code);
-        }
+        Err(code) => return code,
     };
     let host = SystemHost::new();
-    let code = doctor::run(
+    doctor::run(
         &args,
         &host,
-        &mut std::io::stdout().lock(),
+        &mut cli::Stdout,
         &mut std::io::stderr().lock(),
-    );
-    std::process::exit(code);
+    )
 }

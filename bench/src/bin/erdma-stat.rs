@@ -4,29 +4,33 @@
 //! arguments, 3 no RDMA device, 4 libibverbs missing, 5 no such device or
 //! port; with --during the command's status, 125/126/127 as `env` uses them).
 
-use clap::Parser;
+#![no_main]
+
+use erdma_bench::cli;
 use erdma_bench::stat::{self, Args};
 
-fn main() {
-    let args = match Args::try_parse() {
+erdma_bench::c_main!(run);
+
+fn run() -> i32 {
+    let argv = match cli::args(Some("erdma-stat"), stat::EXIT_USAGE) {
         Ok(a) => a,
-        Err(e) => {
-            let during = std::env::args().any(|a| a == "--during");
-            let code = match (e.use_stderr(), during) {
-                (false, _) => stat::EXIT_OK,
-                (true, true) => stat::EXIT_DURING_FAILED,
-                (true, false) => stat::EXIT_USAGE,
-            };
-            let _ = e.print();
-            std::process::exit(code);
-        }
+        Err(code) => return code,
+    };
+    // With --during a bad command line is env's 125, not 2.
+    let usage = if argv.iter().any(|a| a == "--during") {
+        stat::EXIT_DURING_FAILED
+    } else {
+        stat::EXIT_USAGE
+    };
+    let args = match cli::parse::<Args>(&argv, usage, true) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
     let list = erdma::devices();
-    let code = stat::run(
+    stat::run(
         &args,
         &list,
-        &mut std::io::stdout().lock(),
+        &mut cli::Stdout,
         &mut std::io::stderr().lock(),
-    );
-    std::process::exit(code);
+    )
 }

@@ -51,9 +51,12 @@ pub struct Comparison {
 
 /// What the baseline holds for one pair: its BW, or why there is none.
 fn baseline_gbps(path: &Path, test: &str) -> Result<f64, String> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("no baseline document {}", path.display()),
-        _ => format!("cannot read {}: {e}", path.display()),
+    let bytes = crate::input::read(path).map_err(|e| {
+        if e.not_found() {
+            format!("no baseline document {}", path.display())
+        } else {
+            e.to_string()
+        }
     })?;
     let doc: Value = serde_json::from_slice(&bytes)
         .map_err(|_| format!("{} is not an erdma-perf JSON document", path.display()))?;
@@ -184,6 +187,31 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn documents_are_regular_files_only() {
+        let dir = std::env::temp_dir().join(format!("cluster-baseline-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A symlink to /dev/zero: refused, not read until memory runs out.
+        let zero = dir.join("perf-a-b.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let e = baseline_gbps(&zero, "write_bw").unwrap_err();
+        assert!(
+            e.ends_with("is a character device, not a regular file: name a result file"),
+            "{e}"
+        );
+        // A FIFO without a writer: refused at once, not waited on.
+        let fifo = dir.join("perf-b-a.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = baseline_gbps(&fifo, "write_bw").unwrap_err();
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        let e = baseline_gbps(&dir.join("perf-x-y.json"), "write_bw").unwrap_err();
+        assert!(e.starts_with("no baseline document"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn doc(test: &str, gbps: f64) -> String {
         json!({"tool": "erdma-perf", "test": test,

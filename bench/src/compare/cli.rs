@@ -124,17 +124,24 @@ fn name_runs(runs: &mut [Run]) {
 }
 
 fn load(path: &str, err: &mut dyn Write) -> Result<Vec<Run>, i32> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        let _ = writeln!(
-            err,
-            "erdma-compare: cannot read {path}: {e}: check the path and its permissions"
-        );
+    let mut say = |e: &crate::input::InputError| {
+        let fix = match e.kind {
+            crate::input::InputErrorKind::Io(_) => ": check the path and its permissions",
+            _ => "",
+        };
+        let _ = writeln!(err, "erdma-compare: {e}{fix}");
         EXIT_INPUT
-    })?;
-    parse::parse(path, &bytes).map_err(|e| {
-        let _ = writeln!(err, "erdma-compare: {}", e.describe(path));
-        EXIT_INPUT
-    })
+    };
+    let mut input = crate::input::open(path).map_err(|e| say(&e))?;
+    match parse::parse_stream(path, &mut input) {
+        Ok(runs) => Ok(runs),
+        // The input knows whether the failed read was the size cap.
+        Err(parse::StreamError::Io(e)) => Err(say(&input.error(e))),
+        Err(parse::StreamError::Parse(e)) => {
+            let _ = writeln!(err, "erdma-compare: {}", e.describe(path));
+            Err(EXIT_INPUT)
+        }
+    }
 }
 
 /// The metadata every erdma tool's JSON starts with.

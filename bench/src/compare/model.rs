@@ -231,31 +231,84 @@ impl Run {
     /// Merges rows with the same key (`-N` cycles, repeated tables): each
     /// value becomes the median of its samples; row order is kept.
     pub fn merge_repeats(&mut self) {
-        let mut keys: Vec<Key> = Vec::new();
-        let mut groups: std::collections::HashMap<Key, Vec<Measure>> = Default::default();
-        for r in self.rows.drain(..) {
-            let g = groups.entry(r.key.clone()).or_default();
-            if g.is_empty() {
-                keys.push(r.key);
+        let mut m = RowMerger::default();
+        self.rows.drain(..).for_each(|r| m.push(r));
+        self.rows = m.finish();
+    }
+}
+
+/// Rows merged as they are read, as [`Run::merge_repeats`] merges them:
+/// one entry per key holding only the numbers its medians need, so that a
+/// long `-N` log costs a few bytes per row instead of a whole [`Row`].
+#[derive(Debug, Default)]
+pub struct RowMerger {
+    index: std::collections::HashMap<Key, usize>,
+    keys: Vec<Key>,
+    acc: Vec<Samples>,
+}
+
+/// One key's measurements so far.
+#[derive(Debug, Default)]
+struct Samples {
+    count: Option<u64>,
+    time_us: Vec<f64>,
+    algbw: Vec<f64>,
+    busbw: Vec<f64>,
+    wrong: Option<f64>,
+    samples: usize,
+}
+
+impl RowMerger {
+    /// Adds one row.
+    pub fn push(&mut self, r: Row) {
+        let i = match self.index.get(&r.key) {
+            Some(&i) => i,
+            None => {
+                let i = self.keys.len();
+                self.index.insert(r.key.clone(), i);
+                self.keys.push(r.key);
+                self.acc.push(Samples {
+                    count: r.m.count,
+                    ..Samples::default()
+                });
+                i
             }
-            g.push(r.m);
-        }
-        self.rows = keys
+        };
+        let a = &mut self.acc[i];
+        let keep = |v: &mut Vec<f64>, x: Option<f64>| v.extend(x.filter(|x| !x.is_nan()));
+        keep(&mut a.time_us, r.m.time_us);
+        keep(&mut a.algbw, r.m.algbw);
+        keep(&mut a.busbw, r.m.busbw);
+        a.wrong = match (a.wrong, r.m.wrong) {
+            (Some(w), Some(x)) => Some(w.max(x)),
+            (w, x) => w.or(x),
+        };
+        a.samples += r.m.samples.max(1);
+    }
+
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// One row per key, in order of first appearance, each value the
+    /// median of its samples.
+    pub fn finish(self) -> Vec<Row> {
+        self.keys
             .into_iter()
-            .map(|key| {
-                let ms = &groups[&key];
-                let pick = |f: fn(&Measure) -> Option<f64>| median(ms.iter().filter_map(f));
-                let m = Measure {
-                    count: ms[0].count,
-                    time_us: pick(|m| m.time_us),
-                    algbw: pick(|m| m.algbw),
-                    busbw: pick(|m| m.busbw),
-                    wrong: ms.iter().filter_map(|m| m.wrong).reduce(f64::max),
-                    samples: ms.iter().map(|m| m.samples.max(1)).sum(),
-                };
-                Row { key, m }
+            .zip(self.acc)
+            .map(|(key, a)| Row {
+                key,
+                m: Measure {
+                    count: a.count,
+                    time_us: median(a.time_us.into_iter()),
+                    algbw: median(a.algbw.into_iter()),
+                    busbw: median(a.busbw.into_iter()),
+                    wrong: a.wrong,
+                    samples: a.samples,
+                },
             })
-            .collect();
+            .collect()
     }
 }
 

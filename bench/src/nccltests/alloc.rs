@@ -41,6 +41,50 @@ pub fn product(a: usize, b: usize, what: &str) -> TestResult<usize> {
         .ok_or_else(|| TestError::host_memory(what, a as u128 * b as u128))
 }
 
+/// MemAvailable of `/proc/meminfo`, in bytes (None when unreadable).
+pub fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_available(&text)
+}
+
+fn meminfo_available(meminfo: &str) -> Option<u64> {
+    let kb: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Refuses, before anything is allocated, `ranks` ranks of `buffers`
+/// host buffers of `bytes` each when they exceed `available` memory: with
+/// overcommit the allocation itself succeeds and the run then thrashes or
+/// meets the OOM killer. `available` None (unknown) accepts.
+pub fn check_fits(
+    bytes: usize,
+    buffers: usize,
+    ranks: usize,
+    available: Option<u64>,
+) -> TestResult<()> {
+    let need = (bytes as u128)
+        .saturating_mul(buffers as u128)
+        .saturating_mul(ranks as u128);
+    match available {
+        Some(a) if need > a as u128 => Err(TestError::HostMemory {
+            what: format!(
+                "malloc({need}) for {buffers} buffers of {bytes} bytes on each of {ranks} rank(s) of this process"
+            ),
+            msg: format!(
+                "out of memory: this host cannot hold the buffers of its ranks (MemAvailable {a} bytes); lower -e (or start fewer ranks per host)"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +107,20 @@ mod tests {
         assert!(v.len() == 4096 && v.iter().all(|&b| b == 0));
         assert!(zeroed(0, "x").unwrap().is_empty());
         assert_eq!(filled(3, 7u8, "x").unwrap(), vec![7, 7, 7]);
+    }
+
+    #[test]
+    fn buffers_are_checked_against_available_memory() {
+        let info = "MemTotal:       24000000 kB\nMemAvailable:   23000000 kB\n";
+        let a = meminfo_available(info);
+        assert_eq!(a, Some(23_000_000 * 1024));
+        let g20 = 20usize << 30;
+        let e = check_fits(g20, 2, 1, a).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().contains("MemAvailable"), "{e}");
+        assert!(check_fits(1 << 30, 2, 4, a).is_ok());
+        assert!(check_fits(usize::MAX, 3, usize::MAX, a).is_err());
+        assert!(check_fits(g20, 2, 1, None).is_ok());
+        assert!(meminfo_available("MemTotal: 1 kB\n").is_none());
     }
 }

@@ -2,8 +2,8 @@
 //! closed pipe or a full disk). The report goes through [`out`]: when its
 //! reader has gone (`| head -1`: EPIPE) the run stops and the process ends
 //! by SIGPIPE, as a C program would, once its output files are closed; any
-//! other write error (`>/dev/full`) stops the run with a one-line message
-//! on stderr (exit 1). Diagnostics go through [`err`], whose failures are
+//! other write error (`>/dev/full`, or stdout closed at start: `>&-`)
+//! stops the run with a one-line message on stderr (exit 1). Diagnostics go through [`err`], whose failures are
 //! ignored (there is nowhere left to report them).
 
 use std::io::{ErrorKind, Write};
@@ -20,7 +20,7 @@ pub fn out(s: &str) {
     if s.is_empty() || BROKEN.load(Ordering::Relaxed) {
         return;
     }
-    let r = std::io::stdout().lock().write_all(s.as_bytes());
+    let r = crate::cli::Stdout.write_all(s.as_bytes());
     if let Err(e) = r {
         failed(e);
     }
@@ -31,7 +31,7 @@ pub fn flush() {
     if BROKEN.load(Ordering::Relaxed) {
         return;
     }
-    let r = std::io::stdout().lock().flush();
+    let r = crate::cli::Stdout.flush();
     if let Err(e) = r {
         failed(e);
     }
@@ -44,7 +44,7 @@ fn failed(e: std::io::Error) {
     if e.kind() == ErrorKind::BrokenPipe {
         job::stop(Stop::Signal(libc::SIGPIPE));
     } else {
-        let msg = format!("cannot write the report to stdout: {e}");
+        let msg = crate::cli::stdout_failed_line(&e);
         err(&format!("{msg}\n"));
         job::stop(Stop::Stdout(msg));
     }

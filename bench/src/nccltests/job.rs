@@ -198,7 +198,11 @@ pub fn per_proc() -> usize {
     PER_PROC.load(Ordering::Relaxed) as usize
 }
 
-/// SIGINT and SIGTERM become a request to stop ([`Stop::Signal`]): every
+/// The signals that stop a run cleanly: SIGHUP too (a closed terminal or
+/// ssh session), so that its files are closed and renamed as for SIGTERM.
+const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// SIGINT, SIGTERM and SIGHUP become a request to stop ([`Stop::Signal`]): every
 /// wait returns, the output files are closed, and the process then ends by
 /// that signal ([`die_by_signal`]). A second signal, or a process that does
 /// not end within [`SIGNAL_GRACE`], ends it at once. Call first thing in
@@ -211,8 +215,9 @@ pub fn install_signal_handlers() {
     let blocked = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for s in STOP_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) == 0
     };
     if !blocked {
@@ -223,7 +228,7 @@ pub fn install_signal_handlers() {
         .spawn(signal_thread);
     if spawned.is_err() {
         // Without the thread, signals must keep their default effect.
-        unblock(&[libc::SIGINT, libc::SIGTERM]);
+        unblock(&STOP_SIGNALS);
     }
 }
 
@@ -239,8 +244,9 @@ fn signal_thread() {
         let rc = unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
+            for s in STOP_SIGNALS {
+                libc::sigaddset(&mut set, s);
+            }
             if first.is_some() {
                 // Poll, so that the grace period can end the process.
                 let ts = libc::timespec {

@@ -568,6 +568,28 @@ fn validate(o: &mut Options, out: &mut Printed) -> Option<i32> {
     validate_extra(o, out)
 }
 
+/// The most ranks (`-t` x `-g`) one process may hold: checked before any
+/// per-rank record exists (`-g 2147483647` would otherwise allocate one per
+/// requested device and abort).
+pub const MAX_RANKS_PER_PROCESS: i64 = 1 << 16;
+
+/// The most threads this process may start: the kernel's threads-max and
+/// `ulimit -u`, whichever is lower (None when neither is known).
+fn thread_limit() -> Option<i64> {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the rlimit it is given.
+    let user = (unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut rl) } == 0
+        && rl.rlim_cur != libc::RLIM_INFINITY)
+        .then(|| i64::try_from(rl.rlim_cur).unwrap_or(i64::MAX));
+    [kernel, user].into_iter().flatten().min()
+}
+
 /// Checks nccl-tests lacks; each rejects an input that would make it hang
 /// or crash.
 fn validate_extra(o: &Options, out: &mut Printed) -> Option<i32> {
@@ -579,6 +601,19 @@ fn validate_extra(o: &Options, out: &mut Printed) -> Option<i32> {
         return fail(format!(
             "invalid number of threads ({}) or GPUs per thread ({}): both must be at least 1\n",
             o.nthreads, o.ngpus
+        ));
+    }
+    let per_proc = i64::from(o.nthreads) * i64::from(o.ngpus);
+    if per_proc > MAX_RANKS_PER_PROCESS {
+        return fail(format!(
+            "invalid number of threads ({}) x GPUs per thread ({}): {per_proc} ranks in one process, at most {MAX_RANKS_PER_PROCESS} (start more processes)\n",
+            o.nthreads, o.ngpus
+        ));
+    }
+    if let Some(max) = thread_limit().filter(|&m| i64::from(o.nthreads) > m) {
+        return fail(format!(
+            "invalid number of threads ({}): this machine allows {max} (kernel.threads-max, ulimit -u)\n",
+            o.nthreads
         ));
     }
     if o.min_bytes == 0 {

@@ -11,7 +11,7 @@ use super::errors::{EXIT_WRONG_RESULTS, TestError, TestResult};
 use super::hooks::Hooks;
 use super::job::{self, Stop};
 use super::memuse::{self, MemUse};
-use super::options::{self, Options, Parsed, Printed};
+use super::options::{self, BackendKind, Options, Parsed, Printed};
 use super::output::{Output, text::DeviceLine};
 use super::sync::ProcessSync;
 use super::threads::{alloc_all, run_threads};
@@ -20,28 +20,28 @@ use super::{agree, census, console};
 use std::sync::Arc;
 
 /// Runs the benchmark for `coll` with the process's arguments and returns
-/// the exit status. Binaries call this from `main`.
-pub fn main(coll: &'static Collective) -> std::process::ExitCode {
+/// the exit status. Binaries start it through [`crate::c_main`].
+pub fn main(coll: &'static Collective) -> i32 {
     // Before any thread exists (MPI's included): see job::install_signal_handlers.
     job::install_signal_handlers();
     // An argument that is not UTF-8 is refused rather than altered (a
     // lossy -J path would write another file).
-    let argv: Result<Vec<String>, _> = std::env::args_os().map(|a| a.into_string()).collect();
-    let code = match argv {
+    let code = match crate::cli::args(None, super::errors::EXIT_BAD_ARGS) {
         Ok(argv) => run_with_args(coll, &argv),
-        Err(bad) => {
-            console::err(&format!(
-                "invalid argument '{}': not valid UTF-8\n",
-                bad.to_string_lossy()
-            ));
-            super::errors::EXIT_BAD_ARGS
-        }
+        Err(code) => code,
     };
     console::flush();
+    // The report or the help text was lost (`>/dev/full`): console printed
+    // why; a run that otherwise succeeded must not say 0.
+    let code = if code == 0 && console::broken() {
+        1
+    } else {
+        code
+    };
     if let Some(Stop::Signal(sig)) = job::stop_reason() {
         job::die_by_signal(sig);
     }
-    std::process::ExitCode::from((code & 0xff) as u8)
+    code & 0xff
 }
 
 /// [`main`] with explicit arguments; returns the exit status.
@@ -308,6 +308,13 @@ fn run_opened(
     };
     let max_mem = device_report(&opts, &*be, &**boot, pl, first_dev, host, out)?;
     cap_max_bytes(&mut opts, max_mem, pl.proc == 0, out);
+    if matches!(opts.backend, BackendKind::Host | BackendKind::Mpi) {
+        // Host buffers: all of this process's ranks against what the host
+        // has free (allocation alone would succeed under overcommit).
+        let buffers = if opts.datacheck != 0 { 3 } else { 2 };
+        let bytes = super::threads::buffer_bytes(&opts)?;
+        super::alloc::check_fits(bytes, buffers, per_proc, super::alloc::mem_available())?;
+    }
     let nranks = pl.group_procs * per_proc;
     out.nranks = nranks;
     let id = unique_id(&*be, &**boot, pl)?;

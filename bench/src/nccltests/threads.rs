@@ -30,7 +30,7 @@ struct ThreadEnd {
 
 /// Bytes of each send and receive buffer: `max_bytes` plus room for `-u`
 /// (an error when that does not fit in this machine's address space).
-fn buffer_bytes(o: &Options) -> TestResult<usize> {
+pub(crate) fn buffer_bytes(o: &Options) -> TestResult<usize> {
     let want = o.max_bytes as u128 + 8 * o.unalign.max(0) as u128;
     usize::try_from(want)
         .ok()

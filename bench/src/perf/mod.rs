@@ -34,9 +34,6 @@ pub mod session;
 pub mod watch;
 pub mod wire;
 
-use std::io::Write;
-use std::process::ExitCode;
-
 use error::{PerfError, PerfResult};
 use options::{Options, Parsed};
 use output::Output;
@@ -45,15 +42,15 @@ use wire::Role;
 use wire::cm::{CmComm, CmCommListener};
 use wire::eth::{EthComm, EthListener};
 
-/// The program: parses `std::env::args`, runs, exits with the documented
-/// status.
-pub fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().collect();
-    let code = match options::parse(&argv) {
-        Ok(Parsed::Print(text)) => {
-            let _ = std::io::stdout().write_all(text.as_bytes());
-            0
-        }
+/// The program: parses `std::env::args`, runs, returns the documented
+/// exit status (the binary's entry point is [`crate::c_main`]).
+pub fn main() -> i32 {
+    let argv = match crate::cli::args(Some("erdma-perf"), error::EXIT_USAGE) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    match options::parse(&argv) {
+        Ok(Parsed::Print(text)) => crate::cli::print_help(&text),
         Ok(Parsed::Run(o)) => match run(&o) {
             Ok(()) => 0,
             Err(e) => {
@@ -65,8 +62,7 @@ pub fn main() -> ExitCode {
             eprintln!("erdma-perf: {e}");
             e.exit_code()
         }
-    };
-    ExitCode::from(code as u8)
+    }
 }
 
 fn report_error(o: &Options, e: &PerfError) {

@@ -394,8 +394,25 @@ pub fn write_perftest_json(path: &Path, out: &Output) -> PerfResult<()> {
     )
 }
 
+/// `path` opened for writing: a device or FIFO as such (see
+/// `nccltests::output::file::open_special`), else created or, with
+/// `append`, appended to.
+fn open_output(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
+    let special = crate::nccltests::output::file::open_special(&path.to_string_lossy())?;
+    match special {
+        Some(f) => Ok(f),
+        None if append => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path),
+        None => std::fs::File::create(path),
+    }
+}
+
 fn write_file(path: &Path, text: &str) -> PerfResult<()> {
-    std::fs::write(path, text).map_err(|e| {
+    use std::io::Write;
+    let written = open_output(path, false).and_then(|mut f| f.write_all(text.as_bytes()));
+    written.map_err(|e| {
         PerfError::Usage(format!(
             "write {}: {}: check the directory and permissions",
             path.display(),
@@ -520,11 +537,7 @@ pub fn write_csv(path: &Path, o: &Options, out: &Output) -> PerfResult<()> {
     let fresh = std::fs::metadata(path)
         .map(|m| m.len() == 0)
         .unwrap_or(true);
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(io)?;
+    let f = open_output(path, true).map_err(io)?;
     let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
     let csv_err = |e: csv::Error| PerfError::Usage(format!("write {}: {e}", path.display()));
     if fresh {
@@ -619,6 +632,24 @@ pub fn write_csv(path: &Path, o: &Options, out: &Output) -> PerfResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_to_devices_and_fifos_never_block() {
+        write_file(Path::new("/dev/null"), "x\n").unwrap();
+        let dir = std::env::temp_dir().join(format!("perf-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("out.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No reader: an error naming the file, not a wait for ever.
+        let e = write_file(&fifo, "x\n").unwrap_err().to_string();
+        assert!(
+            e.contains("out.json") && e.contains("a FIFO without a reader"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn c_alternate_hex() {

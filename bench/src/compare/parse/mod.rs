@@ -103,6 +103,73 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ParseError> {
     ))
 }
 
+/// How much of a file [`parse_stream`] detects the format from.
+pub const DETECT_BYTES: u64 = 1 << 20;
+
+/// Why a stream could not be read as runs.
+#[derive(Debug)]
+pub enum StreamError {
+    /// Reading failed.
+    Io(std::io::Error),
+    /// What was read is not results.
+    Parse(ParseError),
+}
+
+impl From<std::io::Error> for StreamError {
+    fn from(e: std::io::Error) -> Self {
+        StreamError::Io(e)
+    }
+}
+
+impl From<ParseError> for StreamError {
+    fn from(e: ParseError) -> Self {
+        StreamError::Parse(e)
+    }
+}
+
+/// [`parse`] over a reader: nccl-tests logs, the one format that grows
+/// without bound (`-N` cycles), are parsed line by line and never held
+/// whole; the format is detected from the first [`DETECT_BYTES`] (the
+/// whole file when those do not tell), other formats are read whole.
+pub fn parse_stream(path: &str, r: impl std::io::Read) -> Result<Vec<Run>, StreamError> {
+    use std::io::{BufRead, Read};
+    let mut r = std::io::BufReader::new(r);
+    let mut head = Vec::new();
+    (&mut r).take(DETECT_BYTES).read_to_end(&mut head)?;
+    r.read_until(b'\n', &mut head)?;
+    let at_end = r.fill_buf()?.is_empty();
+    let streamed = !at_end
+        && matches!(
+            detect(&head),
+            Ok(Format::NcclText) | Ok(Format::NcclTextOld)
+        );
+    if !streamed {
+        r.read_to_end(&mut head)?;
+        return Ok(parse(path, &head)?);
+    }
+    let format = detect(&head)?;
+    let mut failed = None;
+    let rest = r.split(b'\n').map_while(|l| match l {
+        Ok(l) => Some(l),
+        Err(e) => {
+            failed = Some(e);
+            None
+        }
+    });
+    let lines = head
+        .strip_suffix(b"\n")
+        .unwrap_or(&head)
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::to_vec)
+        .chain(rest)
+        .map(|l| String::from_utf8_lossy(&l).into_owned());
+    let runs = nccl_text::parse_lines(path, lines);
+    if let Some(e) = failed {
+        return Err(StreamError::Io(e));
+    }
+    Ok(finish(path, format, runs?)?)
+}
+
 /// Reads `bytes` (the content of `path`) as runs; `path` names the runs.
 pub fn parse(path: &str, bytes: &[u8]) -> Result<Vec<Run>, ParseError> {
     let format = detect(bytes)?;
@@ -115,6 +182,11 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<Vec<Run>, ParseError> {
         Format::PerfJson => perf::parse_json(path, &text)?,
         Format::PerfCsv => perf::parse_csv(path, &text)?,
     };
+    finish(path, format, runs)
+}
+
+/// The runs of a file, without the empty ones, repeats merged, named.
+fn finish(path: &str, format: Format, runs: Vec<Run>) -> Result<Vec<Run>, ParseError> {
     let mut runs: Vec<Run> = runs.into_iter().filter(|r| !r.rows.is_empty()).collect();
     if runs.is_empty() {
         return Err(ParseError {

@@ -12,7 +12,7 @@
 
 use super::lines::split_nccl;
 use super::{ParseError, group_sections, number};
-use crate::compare::model::{Context, Format, Key, Measure, Placement, Row, Run};
+use crate::compare::model::{Context, Format, Key, Measure, Placement, Row, RowMerger, Run};
 
 /// Which layout a line announces: a table header (`#wrong` or `error`
 /// columns) or the first lines of a report.
@@ -199,6 +199,9 @@ struct Section {
     /// A row cut short, waiting for the rest: (line, text).
     pending: Option<(usize, String)>,
     last_row_line: usize,
+    /// The rows, merged as they come (a `-N` log repeats the same keys).
+    rows: RowMerger,
+    last_size: u64,
 }
 
 impl Section {
@@ -212,6 +215,8 @@ impl Section {
             env: Vec::new(),
             pending: None,
             last_row_line: 0,
+            rows: RowMerger::default(),
+            last_size: 0,
         }
     }
 
@@ -267,14 +272,18 @@ impl Section {
 
     fn add(&mut self, no: usize, rows: Vec<Row>) {
         self.last_row_line = no;
-        self.run.rows.extend(rows);
+        for r in rows {
+            self.last_size = r.key.size;
+            self.rows.push(r);
+        }
     }
 
     /// Turns the section into a run: context from what was seen.
     fn finish(mut self, path: &str) -> Run {
         self.drop_pending("the log ends inside it: run killed?");
+        self.run.rows = std::mem::take(&mut self.rows).finish();
         if self.header.is_some() && !self.footer && !self.run.rows.is_empty() {
-            let last = self.run.rows.last().map(|r| r.key.size).unwrap_or(0);
+            let last = self.last_size;
             self.run.warnings.push(format!(
                 "no footer after the table: the run was cut short (killed?); read up to line {} (size {last})",
                 self.last_row_line
@@ -457,10 +466,19 @@ fn comment_line(sections: &mut Vec<Section>, path: &str, l: &str) {
 
 /// Reads a log into runs.
 pub fn parse(path: &str, text: &str) -> Result<Vec<Run>, ParseError> {
+    parse_lines(path, text.lines())
+}
+
+/// Reads a log, given line by line (without their newlines), into runs:
+/// a long log is never held whole.
+pub fn parse_lines<S: AsRef<str>>(
+    path: &str,
+    lines: impl Iterator<Item = S>,
+) -> Result<Vec<Run>, ParseError> {
     let mut sections = vec![Section::new(path)];
-    for (i, raw) in text.lines().enumerate() {
+    for (i, raw) in lines.enumerate() {
         let no = i + 1;
-        let split = split_nccl(raw.trim_end_matches('\r'));
+        let split = split_nccl(raw.as_ref().trim_end_matches('\r'));
         if let Some(msg) = split.nccl {
             let s = sections.last_mut().expect("a section is always open");
             nccl_message(s, msg);

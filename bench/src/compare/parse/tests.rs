@@ -376,3 +376,31 @@ fn perftest_latency_and_duration_layouts() {
     assert_eq!(r.rows[2].m.time_us, Some(3.5));
     assert_eq!(r.context.get("device"), Some("erdma_0"));
 }
+
+#[test]
+fn a_long_log_streamed_reads_as_a_whole_one() {
+    // The reference log's table repeated past DETECT_BYTES (-N cycles),
+    // then a bad row: streamed, the runs and the error line are the same.
+    let log = data("h200-all_reduce_perf-1gpu.txt");
+    let (head, table) = log.split_at(log.find("           8 ").expect("first row"));
+    let rows: String = table
+        .lines()
+        .take_while(|l| !l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut text = head.to_string();
+    while text.len() < 2 * DETECT_BYTES as usize {
+        text.push_str(&rows);
+    }
+    let whole = parse("x.txt", text.as_bytes()).unwrap();
+    let streamed = parse_stream("x.txt", text.as_bytes()).unwrap();
+    assert_eq!(format!("{whole:?}"), format!("{streamed:?}"));
+    assert!(whole[0].rows.iter().all(|r| r.m.samples > 1), "merged");
+    text.push_str("        1024   256 float sum -1 x y z 0 1 2 3 0\n");
+    let a = parse("x.txt", text.as_bytes()).unwrap_err();
+    let b = match parse_stream("x.txt", text.as_bytes()) {
+        Err(StreamError::Parse(e)) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(a, b);
+}

@@ -44,6 +44,9 @@ pub fn detect() -> Option<TestResult<LaunchEnv>> {
 
 /// [`detect`] over any variable source (for tests).
 pub fn detect_with(get: Getter) -> Option<TestResult<LaunchEnv>> {
+    if let Some(e) = half_pair(get) {
+        return Some(Err(e));
+    }
     let sources: [(&str, &str, &str, &str); 4] = [
         ("RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"),
         (
@@ -59,6 +62,30 @@ pub fn detect_with(get: Getter) -> Option<TestResult<LaunchEnv>> {
         .into_iter()
         .find(|(r, s, _, _)| get(r).is_some() && get(s).is_some())?;
     Some(build(get, rk, sk, lk, source))
+}
+
+/// RANK or WORLD_SIZE without the other: half of the pair is a broken
+/// launch script, not "no launcher" (the process would run alone, silently).
+fn half_pair(get: Getter) -> Option<TestError> {
+    match (get("RANK").is_some(), get("WORLD_SIZE").is_some()) {
+        (false, true) => Some(TestError::InvalidUsage(
+            "WORLD_SIZE is set but RANK is not: export RANK (0..WORLD_SIZE-1) for every process, or unset WORLD_SIZE".into(),
+        )),
+        (true, false) => Some(TestError::InvalidUsage(
+            "RANK is set but WORLD_SIZE is not: export WORLD_SIZE (the number of processes), or unset RANK".into(),
+        )),
+        _ => None,
+    }
+}
+
+/// RANK and WORLD_SIZE alone (no rendezvous needed): None when neither is
+/// set, an error when one is missing or either is not a number.
+pub fn rank_and_size(get: Getter) -> Option<TestResult<(usize, usize)>> {
+    if let Some(e) = half_pair(get) {
+        return Some(Err(e));
+    }
+    get("RANK")?;
+    Some(number(get, "RANK").and_then(|r| Ok((r, number(get, "WORLD_SIZE")?))))
 }
 
 fn number(get: Getter, key: &str) -> TestResult<usize> {
@@ -178,6 +205,26 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         detect_with(&move |k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn rank_and_size_alone() {
+        let m = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.to_string())
+        };
+        assert!(rank_and_size(&m(&[("SLURM_PROCID", "1")])).is_none());
+        let both = rank_and_size(&m(&[("RANK", "1"), ("WORLD_SIZE", "2")]));
+        assert_eq!(both.unwrap().unwrap(), (1, 2));
+        assert!(rank_and_size(&m(&[("WORLD_SIZE", "2")])).unwrap().is_err());
+    }
+
+    #[test]
+    fn half_of_rank_and_world_size_is_an_error() {
+        for (k, missing) in [("WORLD_SIZE", "RANK is not"), ("RANK", "WORLD_SIZE is not")] {
+            let e = env(&[(k, "2")]).unwrap().unwrap_err();
+            assert_eq!(e.exit_code(), 6);
+            assert!(e.to_string().contains(missing), "{e}");
+        }
     }
 
     #[test]

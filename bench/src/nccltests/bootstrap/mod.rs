@@ -199,10 +199,32 @@ pub fn start(o: &Options) -> TestResult<Launch> {
 
 #[cfg(feature = "mpi")]
 fn start_mpi(timeout_s: i32) -> TestResult<Launch> {
+    let boot = mpi::Mpi::init(timeout_s)?;
+    env_agrees(
+        boot.rank(),
+        boot.size(),
+        env::rank_and_size(&|k| std::env::var(k).ok()),
+    )?;
     Ok(Launch {
-        boot: Arc::new(mpi::Mpi::init(timeout_s)?),
+        boot: Arc::new(boot),
         local_rank_hint: None,
     })
+}
+
+/// RANK/WORLD_SIZE, when set, must say what MPI says: both set without
+/// mpirun leave every process a silent job of one.
+pub fn env_agrees(
+    rank: usize,
+    size: usize,
+    env: Option<TestResult<(usize, usize)>>,
+) -> TestResult<()> {
+    match env {
+        Some(Err(e)) => Err(e),
+        Some(Ok((r, s))) if (r, s) != (rank, size) => Err(TestError::InvalidUsage(format!(
+            "the environment says rank {r} of {s} (RANK/WORLD_SIZE) but MPI says rank {rank} of {size}: start the processes with mpirun (and unset RANK/WORLD_SIZE), or use --backend host with RANK/WORLD_SIZE"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(not(feature = "mpi"))]

@@ -8,15 +8,22 @@
 //! As nccl-tests does for `-J`, an existing file is never overwritten:
 //! `FILE`, then `FILE.0`, `FILE.1`, ... is used (chosen when the run
 //! starts and announced then; `--csv` follows the same rule).
+//!
+//! All of that is for regular files: a name that leads (through symbolic
+//! links) to a character device (`/dev/null`, `/dev/stdout` on a
+//! terminal) or a FIFO is written to directly, as any C tool would; a FIFO
+//! without a reader is an error rather than a wait for ever.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 
-/// A file being written under a temporary name.
+/// A file being written under a temporary name (or, for a device or a
+/// FIFO, under its own).
 #[derive(Debug)]
 pub struct Pending {
-    temp: PathBuf,
+    /// None when writing to the destination itself (not a regular file).
+    temp: Option<PathBuf>,
     /// The name it gets when closed.
     pub dest: String,
     base: String,
@@ -52,6 +59,14 @@ fn temp_for(dest: &str) -> PathBuf {
 /// Starts writing `path` (or the first free `path.N`): creates the
 /// temporary file. Err when the directory cannot be written.
 pub fn create(path: &str) -> io::Result<(BufWriter<File>, Pending)> {
+    if let Some(f) = open_special(path)? {
+        let pending = Pending {
+            temp: None,
+            dest: path.to_string(),
+            base: path.to_string(),
+        };
+        return Ok((BufWriter::new(f), pending));
+    }
     let dest = free_name(path).ok_or_else(|| io::Error::other("no free name"))?;
     let temp = temp_for(&dest);
     let f = OpenOptions::new()
@@ -61,11 +76,47 @@ pub fn create(path: &str) -> io::Result<(BufWriter<File>, Pending)> {
     Ok((
         BufWriter::new(f),
         Pending {
-            temp,
+            temp: Some(temp),
             dest,
             base: path.to_string(),
         },
     ))
+}
+
+/// `path` opened for writing when it is a character device or a FIFO;
+/// None when it is anything else (or nothing yet). erdma-perf's outputs
+/// use it too, so that a FIFO without a reader never blocks an open.
+pub fn open_special(path: &str) -> io::Result<Option<File>> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let Ok(t) = std::fs::metadata(path).map(|m| m.file_type()) else {
+        return Ok(None);
+    };
+    if !(t.is_char_device() || t.is_fifo()) {
+        return Ok(None);
+    }
+    // Non-blocking: a FIFO without a reader fails (ENXIO) instead of
+    // blocking the open.
+    let f = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => {
+                io::Error::other("a FIFO without a reader: start its reader first")
+            }
+            _ => e,
+        })?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFL/F_SETFL on a descriptor this File owns.
+    unsafe {
+        let fd = f.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            // Writes then wait for the reader, as a shell redirection does.
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(Some(f))
 }
 
 impl Pending {
@@ -74,6 +125,10 @@ impl Pending {
     /// taken). Returns the name used.
     pub fn commit(self, w: BufWriter<File>) -> io::Result<String> {
         let f = w.into_inner().map_err(|e| e.into_error())?;
+        let Some(temp) = self.temp.clone() else {
+            // A device or a FIFO: written in place, nothing to rename.
+            return Ok(self.dest);
+        };
         f.sync_all().or_else(|e| {
             // Not every file system syncs (pipes, some FUSE): not fatal.
             if e.kind() == io::ErrorKind::InvalidInput {
@@ -85,9 +140,9 @@ impl Pending {
         drop(f);
         let mut dest = self.dest.clone();
         for _ in 0..1000 {
-            match std::fs::hard_link(&self.temp, &dest) {
+            match std::fs::hard_link(&temp, &dest) {
                 Ok(()) => {
-                    let _ = std::fs::remove_file(&self.temp);
+                    let _ = std::fs::remove_file(&temp);
                     return Ok(dest);
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -95,18 +150,20 @@ impl Pending {
                 }
                 // No hard links here (some file systems): rename.
                 Err(_) => {
-                    std::fs::rename(&self.temp, &dest)?;
+                    std::fs::rename(&temp, &dest)?;
                     return Ok(dest);
                 }
             }
         }
-        std::fs::rename(&self.temp, &dest)?;
+        std::fs::rename(&temp, &dest)?;
         Ok(dest)
     }
 
     /// Removes the temporary file (nothing worth keeping was written).
     pub fn discard(self) {
-        let _ = std::fs::remove_file(&self.temp);
+        if let Some(t) = &self.temp {
+            let _ = std::fs::remove_file(t);
+        }
     }
 }
 
@@ -141,5 +198,13 @@ mod tests {
         assert_eq!(names.len(), 3, "no temporary file left: {names:?}");
         assert!(create("/nonexistent-dir/x.json").is_err());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn devices_are_written_in_place() {
+        let (mut w, p) = create("/dev/null").unwrap();
+        w.write_all(b"a\n").unwrap();
+        assert_eq!(p.commit(w).unwrap(), "/dev/null");
+        assert!(!Path::new("/dev/null.0").exists());
     }
 }
