@@ -28,7 +28,7 @@
 //! `-M` sees each rank's send and receive buffers as the memory used on
 //! its "device" (see [`HostBackend::free_mem`]).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -109,6 +109,8 @@ struct Shared {
     finished: Condvar,
     /// Set by an abort: the worker stops at its next piece.
     aborted: AtomicBool,
+    /// Buffer bytes per device (-1: a rank not yet placed).
+    used: Mutex<HashMap<i32, u64>>,
 }
 
 /// Bytes of the partial result reduced at a time: each piece stays in
@@ -174,6 +176,7 @@ impl HostBackend {
                 work: Condvar::new(),
                 finished: Condvar::new(),
                 aborted: AtomicBool::new(false),
+                used: Mutex::new(HashMap::new()),
             })
         })
         .clone()
@@ -258,19 +261,23 @@ impl Backend for HostBackend {
 }
 
 impl Shared {
-    /// Buffer bytes of the local ranks on `device` (None: all of them).
+    /// Buffer bytes of the local ranks on `device` (None: all of them),
+    /// kept per device as buffers change: `-M` asks once per rank, so a
+    /// walk over every rank here made `-g 16384` quadratic.
     fn used_bytes(&self, device: Option<i32>) -> u64 {
-        self.mem
-            .iter()
-            .map(|m| {
-                let m = m.lock().unwrap_or_else(|p| p.into_inner());
-                if device.is_none() || m.device == device {
-                    (m.send.capacity() + m.recv.capacity()) as u64
-                } else {
-                    0
-                }
-            })
-            .sum()
+        let used = lock(&self.used);
+        match device {
+            Some(d) => used.get(&d).copied().unwrap_or(0),
+            None => used.values().sum(),
+        }
+    }
+
+    /// Records that a rank on `device` now holds `new` buffer bytes
+    /// instead of `old`.
+    fn account(&self, device: Option<i32>, old: usize, new: usize) {
+        let mut used = lock(&self.used);
+        let u = used.entry(device.unwrap_or(-1)).or_insert(0);
+        *u = u.saturating_sub(old as u64).saturating_add(new as u64);
     }
 
     /// Posts one call; hands the round to the worker if this call
@@ -612,10 +619,14 @@ impl Ranks for HostRanks {
         for &l in &self.locals {
             let mut m = self.shared.mem[l].lock().unwrap_or_else(|p| p.into_inner());
             // Free the old buffers first: they count against the new ones.
+            let old = m.send.capacity() + m.recv.capacity();
             m.send = Vec::new();
             m.recv = Vec::new();
+            self.shared.account(m.device, old, 0);
             m.send = alloc::zeroed(send_bytes, "the send buffer")?;
+            self.shared.account(m.device, 0, m.send.capacity());
             m.recv = alloc::zeroed(recv_bytes, "the receive buffer")?;
+            self.shared.account(m.device, 0, m.recv.capacity());
         }
         Ok(())
     }
