@@ -117,6 +117,9 @@ struct Shared {
 /// cache while every local input is added to it.
 const PIECE: usize = 256 << 10;
 
+/// Complete rounds waiting for the worker at most; issuing more waits.
+const MAX_QUEUED: usize = 256;
+
 /// Bytes of the partial result exchanged between processes at a time.
 const WINDOW: usize = 4 << 20;
 
@@ -282,8 +285,16 @@ impl Shared {
 
     /// Posts one call; hands the round to the worker if this call
     /// completes it.
-    fn post(self: &Arc<Self>, local: usize, call: CollCall) -> TestResult<()> {
+    fn post(
+        self: &Arc<Self>,
+        local: usize,
+        call: CollCall,
+        timeout: Option<Duration>,
+    ) -> TestResult<()> {
         let mut q = lock(&self.queue);
+        if q.ready.len() >= MAX_QUEUED {
+            q = self.drain(q, local, timeout)?;
+        }
         if let Some(e) = &q.error {
             return Err(e.clone());
         }
@@ -324,6 +335,45 @@ impl Shared {
         }
         self.work.notify_one();
         Ok(())
+    }
+
+    /// Waits until the worker has room for another round (a bounded queue,
+    /// as NCCL's: issuing faster than the rounds run must not hold every
+    /// issued round in memory), under `-T` like every wait.
+    fn drain<'a>(
+        &'a self,
+        mut q: MutexGuard<'a, Queue>,
+        local: usize,
+        timeout: Option<Duration>,
+    ) -> TestResult<MutexGuard<'a, Queue>> {
+        let start = std::time::Instant::now();
+        while q.ready.len() >= MAX_QUEUED {
+            if let Some(e) = &q.error {
+                return Err(e.clone());
+            }
+            if let Some(t) = timeout
+                && start.elapsed() > t
+            {
+                return Err(TestError::Timeout {
+                    secs: t.as_secs() as i32,
+                    detail: format!(
+                        "rank {} (pid {}) waited for its {} queued collectives to complete; communicators aborted",
+                        self.first_rank + local,
+                        std::process::id(),
+                        q.ready.len()
+                    ),
+                });
+            }
+            drop(q);
+            crate::nccltests::job::check()?;
+            q = lock(&self.queue);
+            q = self
+                .finished
+                .wait_timeout(q, POLL_NAP)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(q)
     }
 
     /// The worker: runs ready rounds in order until the backend is gone.
@@ -653,7 +703,7 @@ impl Ranks for HostRanks {
             self.graph.push((i, *call));
             return Ok(());
         }
-        self.shared.post(self.locals[i], *call)
+        self.shared.post(self.locals[i], *call, self.timeout)
     }
     /// Done, or Pending after a nap of at most [`POLL_NAP`] that the
     /// worker's completion ends (so a waiting thread does not spin
@@ -705,7 +755,7 @@ impl Ranks for HostRanks {
     fn graph_launch(&mut self) -> TestResult<()> {
         for k in 0..self.graph.len() {
             let (i, call) = self.graph[k];
-            self.shared.post(self.locals[i], call)?;
+            self.shared.post(self.locals[i], call, self.timeout)?;
         }
         Ok(())
     }
