@@ -14,7 +14,7 @@
 //!
 //! Reductions run as NCCL's do, each contribution reduced once: the worker
 //! reduces its process's ranks' inputs into one partial result (in rank
-//! order, cache-sized pieces, [`super::hostreduce`]'s vectorised passes);
+//! order, cache-sized pieces, `hostreduce`'s vectorised passes);
 //! processes exchange partials and each merges, of them, only the part
 //! its own ranks receive (all of it for all_reduce, its ranks' blocks for
 //! reduce_scatter, nothing unless it holds the root for reduce). Cost is
@@ -705,7 +705,7 @@ impl Ranks for HostRanks {
         }
         self.shared.post(self.locals[i], *call, self.timeout)
     }
-    /// Done, or Pending after a nap of at most [`POLL_NAP`] that the
+    /// Done, or Pending after a nap of at most `POLL_NAP` (1 ms) that the
     /// worker's completion ends (so a waiting thread does not spin
     /// against the worker, nor notices completion late).
     fn poll(&mut self) -> TestResult<Poll> {
