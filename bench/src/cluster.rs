@@ -36,6 +36,16 @@ pub const EXIT_USAGE: i32 = crate::doctor::EXIT_USAGE;
 /// The report or the files under `--out` could not be written, or a rank's
 /// document could not be read.
 pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
+/// A rank was lost: it did not take part in a stage within `--timeout`
+/// (stopped, hung or gone), or MPI failed; the live ranks name it and exit.
+pub const EXIT_LOST: i32 = 5;
+
+/// `--timeout`'s default, in seconds: every MPI wait of every stage.
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
+
+/// The smallest `--timeout` with `--pairs`: a round's erdma-perf runs take
+/// up to their own 30 s timeout before the ranks meet again.
+pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
 
 /// Command-line options.
 #[derive(Debug, Parser)]
@@ -48,7 +58,8 @@ pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
                   [--baseline DIR]]\n\
                   Exit status: 0 every check ok on every host; 1 a warning; 2 a failure \
                   (with --baseline: also a pair under --fail-below); 3 bad arguments; 4 a \
-                  report could not be written or read."
+                  report could not be written or read; 5 a rank was lost (no answer within \
+                  --timeout in a stage: stopped, hung or gone) or MPI failed."
 )]
 pub struct Args {
     /// Print one JSON document (the hosts, the problems, every host's report).
@@ -77,6 +88,17 @@ pub struct Args {
         requires = "baseline"
     )]
     pub fail_below: f64,
+    /// Seconds every exchange between the ranks may wait (each stage's
+    /// meeting of the ranks): a rank that does not arrive in time is named
+    /// as lost by the others, which exit with status 5. With --pairs at
+    /// least 45 (a round's erdma-perf runs take up to 30 s).
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = DEFAULT_TIMEOUT_S,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub timeout: u64,
 }
 
 /// What the stages after the checks found: the pair matrix (`--pairs`) and
@@ -630,10 +652,11 @@ pub fn report(
     overall(&reports, &across, &stages).exit_code()
 }
 
-/// The checks of the command line that clap cannot make: [`check_skips`]
-/// and [`check_baseline`].
+/// The checks of the command line that clap cannot make: [`check_skips`],
+/// [`check_timeout`] and [`check_baseline`].
 pub fn check_args(args: &Args) -> Result<(), String> {
     check_skips(args)?;
+    check_timeout(args)?;
     check_baseline(args)
 }
 
@@ -654,6 +677,17 @@ pub fn check_baseline(args: &Args) -> Result<(), String> {
             dir.display()
         )),
     }
+}
+
+/// `--timeout` against the stages it must cover.
+pub fn check_timeout(args: &Args) -> Result<(), String> {
+    if args.pair.pairs && args.timeout < MIN_PAIRS_TIMEOUT_S {
+        return Err(format!(
+            "--timeout {} with --pairs: at least {MIN_PAIRS_TIMEOUT_S} (a round's erdma-perf runs take up to 30 s)",
+            args.timeout
+        ));
+    }
+    Ok(())
 }
 
 /// Whether every `--skip` name is a check or group of erdma-doctor.

@@ -6,7 +6,9 @@
 
 mod cluster_common;
 
-use cluster_common::{check, mpirun};
+use std::time::{Duration, Instant};
+
+use cluster_common::{check, mpirun, mpirun_env};
 
 fn has_rdma() -> bool {
     std::path::Path::new("/sys/class/infiniband_verbs/abi_version").exists()
@@ -192,4 +194,24 @@ fn bad_pair_options_are_said_once() {
     let (code, _, err) = mpirun(2, &["--pairs", "--baseline", "/tmp", "--fail-below", "0"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("is not a positive number"), "{err}");
+}
+
+/// A rank stopped after MPI init (SIGSTOP, as a hung host would be): the
+/// live rank names it within --timeout and the census, and the job ends
+/// with status 5 instead of hanging.
+#[test]
+fn a_stopped_rank_is_named_and_the_job_ends_with_5() {
+    let t = Instant::now();
+    let (code, _, err) = mpirun_env(
+        2,
+        &["--skip", "gpu", "--timeout", "3"],
+        &[("ERDMA_CLUSTER_HOOK", "stop:1")],
+    );
+    assert_eq!(code, Some(5), "{err}");
+    assert!(
+        err.contains("erdma-cluster: rank 0: rank 1 lost: no answer within --timeout 3 s while "),
+        "{err}"
+    );
+    // mpirun's start, 3 s, the census's 3 s, mpirun ending the job.
+    assert!(t.elapsed() < Duration::from_secs(40), "{:?}", t.elapsed());
 }

@@ -73,7 +73,7 @@ fn a_stopped_rank_is_named_by_every_rank_with_status_4() {
         // Every live rank says it (mpirun kills the rest after the first
         // MPI_Abort, so they speak first).
         assert_eq!(lines, np - 1, "--backend {backend}: {e:?}");
-        // -T, the census's 5 s for an answer, 1 s to let the others print.
+        // mpirun's start, -T, the census's 3 s, 1 s to let the others print.
         assert!(took < Duration::from_secs(30), "{took:?}");
         let r: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON"))

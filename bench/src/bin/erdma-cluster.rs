@@ -2,7 +2,9 @@
 //! mpirun with one rank per host; rank 0 prints one report (see
 //! `erdma_bench::cluster`). Exit status, the same on every rank: 0 every check
 //! ok on every host, 1 a warning, 2 a failure, 3 bad arguments, 4 a report
-//! could not be written or read. Built without the `mpi` feature it checks
+//! could not be written or read, 5 a rank was lost (it did not take part
+//! in a stage within `--timeout`: the live ranks name it) or MPI failed.
+//! Built without the `mpi` feature it checks
 //! this host alone, as a cluster of one. `--pairs` adds the NIC pair matrix
 //! (erdma-perf between every two ranks, both directions).
 
@@ -77,116 +79,177 @@ fn pair_runs(
         .into_bytes()
 }
 
+/// The MPI side: every exchange between the ranks goes through the
+/// collectives' MPI bootstrap (nonblocking MPI calls polled against
+/// `--timeout`), so no stage waits for ever on a lost rank.
+#[cfg(feature = "mpi")]
+mod world {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use erdma_bench::cluster;
+    use erdma_bench::nccltests::bootstrap::mpi::{self, Mpi};
+    use erdma_bench::nccltests::bootstrap::{self, Answer, Bootstrap};
+    use erdma_bench::nccltests::errors::TestError;
+    use erdma_bench::nccltests::{census, job};
+
+    /// MPI_COMM_WORLD with `--timeout` on every wait.
+    pub struct World {
+        boot: Arc<dyn Bootstrap>,
+        timeout_s: u64,
+    }
+
+    /// Initializes MPI (the one wait that cannot be bounded: mpirun's).
+    pub fn init() -> Result<(usize, usize), TestError> {
+        let m = Mpi::init(0)?;
+        Ok((m.rank(), m.size()))
+    }
+
+    impl World {
+        /// The world with waits bounded by `timeout_s`.
+        pub fn new(timeout_s: u64) -> World {
+            let t = i32::try_from(timeout_s).unwrap_or(i32::MAX);
+            match Mpi::world(t) {
+                Ok(m) => {
+                    let boot: Arc<dyn Bootstrap> = Arc::new(m);
+                    // A rank that times out starts the census: the others'
+                    // waits then end at once and join it.
+                    job::set_world(boot.clone());
+                    World { boot, timeout_s }
+                }
+                Err(e) => lost_with(None, timeout_s, "starting", e),
+            }
+        }
+
+        /// This rank.
+        pub fn rank(&self) -> usize {
+            self.boot.rank()
+        }
+
+        /// Every rank's bytes on every rank (index = rank); `stage` names
+        /// the exchange if a rank is lost in it.
+        pub fn all_gather(&self, mine: &[u8], stage: &str) -> Vec<Vec<u8>> {
+            bootstrap::allgather_var(&*self.boot, mine)
+                .unwrap_or_else(|e| lost_with(Some(&*self.boot), self.timeout_s, stage, e))
+        }
+
+        /// Waits for every rank.
+        pub fn barrier(&self, stage: &str) {
+            if let Err(e) = self.boot.barrier() {
+                lost_with(Some(&*self.boot), self.timeout_s, stage, e)
+            }
+        }
+
+        /// Rank 0's exit status, on every rank.
+        pub fn agree(&self, code: i32) -> i32 {
+            let all = self.all_gather(&code.to_le_bytes(), "agreeing on the exit status");
+            all.first()
+                .and_then(|b| b.get(..4))
+                .and_then(|b| b.try_into().ok())
+                .map_or(cluster::EXIT_LOST, i32::from_le_bytes)
+        }
+
+        /// Ends MPI.
+        pub fn finish(self) {
+            mpi::finalize();
+        }
+    }
+
+    /// Reports the ranks lost in `stage` (those that do not answer the
+    /// timeout census) and exits with [`cluster::EXIT_LOST`], leaving mpirun
+    /// to end the rest of the job.
+    fn lost_with(boot: Option<&dyn Bootstrap>, timeout_s: u64, stage: &str, e: TestError) -> ! {
+        let me = boot.map_or(0, |b| b.rank());
+        let msg = match (&e, boot) {
+            (TestError::Timeout { .. }, Some(b)) => {
+                let answers = b.census(b"erdma-cluster", census::WINDOW);
+                let silent: Vec<String> = answers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| matches!(a, Answer::Silent))
+                    .map(|(r, _)| r.to_string())
+                    .collect();
+                let who = match silent.len() {
+                    0 => "a rank".to_string(),
+                    1 => format!("rank {}", silent[0]),
+                    _ => format!("ranks {}", silent.join(",")),
+                };
+                format!(
+                    "{who} lost: no answer within --timeout {timeout_s} s while {stage} (stopped, hung or gone); the other ranks end"
+                )
+            }
+            _ => format!("MPI failed while {stage}: {e}"),
+        };
+        eprintln!("erdma-cluster: rank {me}: {msg}");
+        // Give the other live ranks a moment to print theirs.
+        std::thread::sleep(Duration::from_millis(500));
+        std::process::exit(cluster::EXIT_LOST)
+    }
+}
+
+/// `ERDMA_CLUSTER_HOOK=stop:R` (tests): rank R stops itself (SIGSTOP)
+/// right after MPI is initialized, as a rank that hangs would.
+#[cfg(feature = "mpi")]
+fn stop_hook(rank: usize) {
+    let stop = std::env::var("ERDMA_CLUSTER_HOOK")
+        .ok()
+        .and_then(|v| v.strip_prefix("stop:").and_then(|r| r.trim().parse().ok()));
+    if stop == Some(rank) {
+        // SAFETY: raise has no memory-safety preconditions.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
+        }
+    }
+}
+
 erdma_bench::c_main!(run);
 
 #[cfg(feature = "mpi")]
 fn run() -> i32 {
-    use mpi::traits::*;
-
-    let Some(universe) = mpi::initialize() else {
-        eprintln!("erdma-cluster: MPI initialization failed: start it with mpirun");
-        std::process::exit(cluster::EXIT_USAGE);
+    let (rank, size) = match world::init() {
+        Ok(rs) => rs,
+        Err(e) => {
+            eprintln!("erdma-cluster: MPI initialization failed: {e}: start it with mpirun");
+            std::process::exit(cluster::EXIT_USAGE);
+        }
     };
-    let world = universe.world();
-    let (rank, size) = (world.rank(), world.size() as usize);
-    let root = world.process_at_rank(0);
+    stop_hook(rank);
     // Every rank parses the same command line, so all agree on the outcome.
     let args = match parse(rank == 0, size) {
         Ok(a) => a,
         Err(code) => std::process::exit(code),
     };
+    let world = world::World::new(args.timeout);
     let host = SystemHost::new();
-    let reports = gather(&world, &local_report(&args, &host));
+    let reports = world.all_gather(&local_report(&args, &host), "gathering the hosts' checks");
     let pair_raw = args.pair.pairs.then(|| {
         let exchange = |mine: String| {
-            all_gather(&world, mine.as_bytes())
+            world
+                .all_gather(mine.as_bytes(), "exchanging the pair addresses")
                 .into_iter()
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .collect()
         };
-        let mine = pair_runs(&args, rank as usize, &host, exchange, &mut || {
-            world.barrier()
+        let mine = pair_runs(&args, rank, &host, exchange, &mut || {
+            world.barrier("meeting between pair rounds")
         });
-        gather(&world, &mine)
+        world.all_gather(&mine, "gathering the pair runs")
     });
     let mut code = 0i32;
-    if let Some(raw) = reports {
+    if world.rank() == 0 {
         code = cluster::report(
             &args,
             &RunMeta::now("erdma-cluster"),
-            &raw,
-            pair_raw.flatten().as_deref(),
+            &reports,
+            pair_raw.as_deref(),
             &mut cli::Stdout,
             &mut std::io::stderr().lock(),
         );
     }
     // One exit status for the whole job, whichever rank mpirun reports.
-    root.broadcast_into(&mut code);
-    drop(universe);
+    let code = world.agree(code);
+    world.finish();
     std::process::exit(code);
-}
-
-/// Every rank's bytes on rank 0 (index = rank); `None` on the other ranks.
-#[cfg(feature = "mpi")]
-fn gather(world: &mpi::topology::SimpleCommunicator, mine: &[u8]) -> Option<Vec<Vec<u8>>> {
-    use mpi::datatype::PartitionMut;
-    use mpi::traits::*;
-
-    let root = world.process_at_rank(0);
-    let len = i32::try_from(mine.len()).unwrap_or(i32::MAX);
-    if world.rank() != 0 {
-        root.gather_into(&len);
-        root.gather_varcount_into(mine);
-        return None;
-    }
-    let mut counts = vec![0i32; world.size() as usize];
-    root.gather_into_root(&len, &mut counts[..]);
-    let displs = displacements(&counts);
-    let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
-    {
-        let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-        root.gather_varcount_into_root(mine, &mut part);
-    }
-    Some(split(&all, &counts, &displs))
-}
-
-/// Every rank's bytes on every rank (index = rank).
-#[cfg(feature = "mpi")]
-fn all_gather(world: &mpi::topology::SimpleCommunicator, mine: &[u8]) -> Vec<Vec<u8>> {
-    use mpi::datatype::PartitionMut;
-    use mpi::traits::*;
-
-    let len = i32::try_from(mine.len()).unwrap_or(i32::MAX);
-    let mut counts = vec![0i32; world.size() as usize];
-    world.all_gather_into(&len, &mut counts[..]);
-    let displs = displacements(&counts);
-    let mut all = vec![0u8; counts.iter().map(|&c| c as usize).sum()];
-    {
-        let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-        world.all_gather_varcount_into(mine, &mut part);
-    }
-    split(&all, &counts, &displs)
-}
-
-#[cfg(feature = "mpi")]
-fn displacements(counts: &[i32]) -> Vec<i32> {
-    counts
-        .iter()
-        .scan(0i32, |at, &c| {
-            let d = *at;
-            *at += c;
-            Some(d)
-        })
-        .collect()
-}
-
-#[cfg(feature = "mpi")]
-fn split(all: &[u8], counts: &[i32], displs: &[i32]) -> Vec<Vec<u8>> {
-    counts
-        .iter()
-        .zip(displs)
-        .map(|(&c, &d)| all[d as usize..(d + c) as usize].to_vec())
-        .collect()
 }
 
 #[cfg(not(feature = "mpi"))]

@@ -223,3 +223,17 @@ fn unknown_skip_names_are_refused() {
     let a = Args::try_parse_from(["erdma-cluster", "--skip", "gpu,rdma.mtu"]).unwrap();
     assert!(check_skips(&a).is_ok());
 }
+
+#[test]
+fn timeout_is_bounded_and_covers_the_pair_runs() {
+    let parse = |a: &[&str]| {
+        Args::try_parse_from(std::iter::once("erdma-cluster").chain(a.iter().copied()))
+    };
+    assert_eq!(parse(&[]).unwrap().timeout, DEFAULT_TIMEOUT_S);
+    assert!(parse(&["--timeout", "0"]).is_err());
+    assert!(parse(&["--timeout", "86401"]).is_err());
+    assert!(check_timeout(&parse(&["--timeout", "3"]).unwrap()).is_ok());
+    let short = parse(&["--pairs", "--timeout", "44"]).unwrap();
+    assert!(check_timeout(&short).unwrap_err().contains("at least 45"));
+    assert!(check_timeout(&parse(&["--pairs", "--timeout", "45"]).unwrap()).is_ok());
+}

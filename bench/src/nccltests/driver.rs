@@ -275,6 +275,15 @@ impl<'a> Thread<'a> {
             .filter(|&s| s <= self.c.max_bytes)
         {
             self.setup_args(size, dt);
+            // Named for the timeout report, as the measured sizes are.
+            let shown = self.sz.send_bytes.max(self.sz.expected_bytes);
+            self.what = format!(
+                "{} {} {} {shown} B (warm-up)",
+                self.c.coll.name,
+                dt.name(),
+                op_name
+            );
+            job::set_activity(&self.what);
             self.prepare(dt, op, root, false)?;
             for iter in 0..o.warmup_iters.max(0) as i64 {
                 self.start_coll(iter)?;

@@ -6,6 +6,11 @@ use std::process::Command;
 /// transports, with every NCCL_* variable of this process removed (they
 /// change the doctor's NCCL checks): (exit status, stdout, stderr).
 pub fn mpirun(np: usize, args: &[&str]) -> (Option<i32>, String, String) {
+    mpirun_env(np, args, &[])
+}
+
+/// [`mpirun`] with `env` set for every rank.
+pub fn mpirun_env(np: usize, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
     let mut c = Command::new("timeout");
     c.args([
         "300",
@@ -19,7 +24,8 @@ pub fn mpirun(np: usize, args: &[&str]) -> (Option<i32>, String, String) {
     .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
     .args(args)
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .envs(env.iter().copied());
     for (k, _) in std::env::vars() {
         if k.starts_with("NCCL_") {
             c.env_remove(k);

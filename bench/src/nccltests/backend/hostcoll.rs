@@ -1,6 +1,8 @@
-//! Collective semantics computed on the host from every rank's input: the
-//! reference the host backend executes (and tests compare against), and
-//! the argument checks the host-memory backends (host, mpi) share.
+//! Collective semantics computed on the host from every rank's input: what
+//! the host backend executes for the collectives that move data, the
+//! element-wise reference its reduction kernels (`hostreduce`) are tested
+//! against, and the argument checks the host-memory backends (host, mpi)
+//! share.
 
 use crate::nccltests::colls::CollKind;
 use crate::nccltests::errors::{TestError, TestResult};

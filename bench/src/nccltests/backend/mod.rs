@@ -43,6 +43,7 @@
 pub mod host;
 mod hostcoll;
 mod hostevents;
+mod hostreduce;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod nccl;

@@ -209,9 +209,12 @@ impl Tcp {
             }
         }
         // The answer has its own -T: reading may have taken most of it.
+        // Each leaf gets every part but its own, which it has.
         let deadline = self.deadline();
         for p in peers.iter_mut() {
-            let sent = wire::write_frame(&mut p.s, tag::DATA, &all, deadline, &mut || {
+            let own = p.rank * want..(p.rank + 1) * want;
+            let parts = [&all[..own.start], &all[own.end..]];
+            let sent = wire::write_frame_parts(&mut p.s, tag::DATA, &parts, deadline, &mut || {
                 self.interrupt()
             });
             match sent {
@@ -258,6 +261,9 @@ impl Tcp {
         }
         let total = alloc::product(mine.len(), self.size, "a bootstrap exchange")?;
         let mut out = alloc::zeroed(total, "a bootstrap exchange")?;
+        // Rank 0 sends the other ranks' parts, in rank order, without ours.
+        let theirs = total - mine.len();
+        let own_at = self.rank * mine.len();
         let mut reader = FrameReader::default();
         loop {
             let mut fds = vec![root.s.as_raw_fd()];
@@ -265,8 +271,12 @@ impl Tcp {
             let ready = wait_fds(&fds, libc::POLLIN, slice_until(deadline))
                 .map_err(|e| TestError::Internal(format!("TCP bootstrap: poll failed: {e}")))?;
             if ready[0] {
-                match reader.pump(&mut root.s, &mut out, &abort_limit) {
-                    Ok(Some((tag::DATA, _))) => return Ok(out),
+                match reader.pump(&mut root.s, &mut out[..theirs], &abort_limit) {
+                    Ok(Some((tag::DATA, _))) => {
+                        out.copy_within(own_at..theirs, own_at + mine.len());
+                        out[own_at..own_at + mine.len()].copy_from_slice(mine);
+                        return Ok(out);
+                    }
                     Ok(Some((_, m))) => return Err(parse_abort(&m, 0)),
                     Ok(None) => {}
                     Err(e) => return Err(self.root_failure(root, e)),
@@ -517,9 +527,9 @@ impl Control {
         if sent.is_err() {
             return answers;
         }
-        // Rank 0 may be busy for a moment before it joins: wait longer
-        // than it waits for the others.
-        let until = Some(Instant::now() + 2 * window);
+        // Rank 0 waits less than this for the others (ROOT_WINDOW), so it
+        // may be busy for a moment before it joins.
+        let until = Some(Instant::now() + window);
         let limit = census_limit(self.size);
         let mut r = FrameReader::default();
         while until.is_some_and(|u| Instant::now() < u) {
@@ -628,7 +638,8 @@ impl Bootstrap for Tcp {
     }
     fn census(&self, mine: &[u8], window: Duration) -> Vec<Answer> {
         if self.rank == 0 {
-            self.control.root_census(mine, window)
+            let w = window.min(crate::nccltests::census::ROOT_WINDOW);
+            self.control.root_census(mine, w)
         } else {
             self.control.leaf_census(self.rank, mine, window)
         }

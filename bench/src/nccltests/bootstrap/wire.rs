@@ -172,6 +172,26 @@ pub fn write_frame<E>(
     write_all(s, data, deadline, on_wait)
 }
 
+/// [`write_frame`] of one DATA-like frame whose payload is `parts`
+/// concatenated (without copying them together).
+pub fn write_frame_parts<E>(
+    s: &mut TcpStream,
+    t: u8,
+    parts: &[&[u8]],
+    deadline: Option<Instant>,
+    on_wait: &mut dyn FnMut() -> Result<(), E>,
+) -> Result<(), WriteError<E>> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut head = [0u8; HEAD];
+    head[0] = t;
+    head[1..].copy_from_slice(&(len as u64).to_le_bytes());
+    write_all(s, &head, deadline, on_wait)?;
+    for p in parts {
+        write_all(s, p, deadline, on_wait)?;
+    }
+    Ok(())
+}
+
 /// Why a write failed.
 #[derive(Debug)]
 pub enum WriteError<E> {
