@@ -1,6 +1,6 @@
 //! `all_gather_perf`: nccl-tests' all_gather benchmark (see `erdma_bench::nccltests`).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 erdma_bench::c_main!(run);
 

@@ -1,6 +1,6 @@
 //! `all_reduce_perf`: nccl-tests' all_reduce benchmark (see `erdma_bench::nccltests`).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 erdma_bench::c_main!(run);
 

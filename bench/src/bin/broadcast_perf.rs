@@ -1,6 +1,6 @@
 //! `broadcast_perf`: nccl-tests' broadcast benchmark (see `erdma_bench::nccltests`).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 erdma_bench::c_main!(run);
 

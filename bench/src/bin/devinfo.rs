@@ -5,7 +5,7 @@
 //! 2 bad arguments, 3 no RDMA device, 4 libibverbs missing, 5 no such
 //! device or port).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
 use erdma_bench::devinfo::{self, Args};

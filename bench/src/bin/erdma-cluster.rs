@@ -8,7 +8,7 @@
 //! this host alone, as a cluster of one. `--pairs` adds the NIC pair matrix
 //! (erdma-perf between every two ranks, both directions).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
 use erdma_bench::cluster::{self, Args, pairs};

@@ -4,7 +4,7 @@
 //! 2 bad arguments, 3 unreadable or unrecognised input, 4 nothing in
 //! common with the baseline under --fail-below, 5 plot not written).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli as common;
 use erdma_bench::compare::cli::{self, Args};

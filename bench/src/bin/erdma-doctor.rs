@@ -3,7 +3,7 @@
 //! for the devices found. Exit status: see `erdma_bench::doctor` (0 ok, 1 a
 //! warning, 2 a failure, 3 bad arguments, 4 the report could not be written).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
 use erdma_bench::doctor::{self, Args, system::SystemHost};

@@ -4,7 +4,7 @@
 //! arguments, 3 no RDMA device, 4 libibverbs missing, 5 no such device or
 //! port; with --during the command's status, 125/126/127 as `env` uses them).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
 use erdma_bench::stat::{self, Args};

@@ -1,6 +1,6 @@
 //! `reduce_scatter_perf`: nccl-tests' reduce_scatter benchmark (see `erdma_bench::nccltests`).
 
-#![no_main]
+#![cfg_attr(not(test), no_main)]
 
 erdma_bench::c_main!(run);
 
