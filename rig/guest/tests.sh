@@ -28,7 +28,7 @@ calibrate() {
   t1=$(up)
   awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}'
 }
-CAL_REF=1.0
+CAL_REF=1.5
 CAL=$(calibrate)
 SCALE=${ERDMA_RIG_SCALE:-$(awk -v c="$CAL" -v r="$CAL_REF" 'BEGIN{s=c/r; if (s<1) s=1; if (s>20) s=20; printf "%.1f", s}')}
 echo "speed: 20 process starts in ${CAL}s (idle CI machine: ${CAL_REF}s): time budgets x$SCALE"
