@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     --release) PROFILE=(--release) ;;
     --quick) QUICK=1 ;;
     --vm-timeout) VM_TIMEOUT=${2:?--vm-timeout needs seconds}; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "rig/test.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
