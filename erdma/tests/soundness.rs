@@ -22,6 +22,14 @@ fn caps(send: u32, recv: u32) -> QpCapabilities {
     }
 }
 
+/// Held by every test that creates QPs on siw: the test of QP number
+/// reuse needs the number it freed to be the lowest free one, which a QP
+/// created meanwhile by a test running beside it would take.
+fn siw_qps() -> std::sync::MutexGuard<'static, ()> {
+    static SIW_QPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SIW_QPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn siw_dev() -> String {
     let r = rig();
     r.siw
@@ -104,6 +112,7 @@ fn remote_writes_while_owner_reads() {
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn stale_completion_of_dropped_qp_is_ignored() {
+    let _siw = siw_qps();
     let dev = siw_dev();
     let ctx = Context::open(&dev).unwrap();
     let pd = ctx.alloc_pd().unwrap();
@@ -214,6 +223,7 @@ fn create_qp_race_on_cloned_cm_ids() {
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn holds_kept_after_failed_post() {
+    let _siw = siw_qps();
     let dev = siw_dev();
     let ctx = Context::open(&dev).unwrap();
     let pd = ctx.alloc_pd().unwrap();
@@ -388,6 +398,7 @@ fn inline_from_non_host_region_is_refused() {
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn qp_dropped_while_its_cq_is_polled() {
+    let _siw = siw_qps();
     let dev = siw_dev();
     let ctx = Context::open(&dev).unwrap();
     let pd = ctx.alloc_pd().unwrap();
