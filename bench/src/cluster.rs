@@ -21,6 +21,7 @@ use crate::doctor::Status;
 use crate::meta::RunMeta;
 
 pub mod baseline;
+pub mod html;
 pub mod pairs;
 use baseline::Comparison;
 use pairs::Matrix;
@@ -563,7 +564,8 @@ fn safe_labels(reports: &[HostReport]) -> Vec<String> {
 }
 
 /// Writes every rank's document, each pair run's erdma-perf document
-/// (`perf-CLIENT-SERVER.json`) and cluster.json into `dir` (created).
+/// (`perf-CLIENT-SERVER.json`), cluster.json and the page a person reads,
+/// report.html ([`html`]), into `dir` (created).
 pub fn write_out(
     dir: &std::path::Path,
     reports: &[HostReport],
@@ -590,7 +592,9 @@ pub fn write_out(
         std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| fail(&p, e))?;
     }
     let p = dir.join("cluster.json");
-    std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))
+    std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))?;
+    let p = dir.join("report.html");
+    std::fs::write(&p, html::render(whole)).map_err(|e| fail(&p, e))
 }
 
 /// Rank 0's work once the documents are gathered: prints the report (text

@@ -58,9 +58,11 @@ fn two_ranks_without_rdma_fail_together() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     files.sort();
-    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files.len(), 4, "{files:?}");
     assert!(
-        files[0] == "cluster.json" && files[1].ends_with("-rank0.json"),
+        files[0] == "cluster.json"
+            && files[1].ends_with("-rank0.json")
+            && files[3] == "report.html",
         "{files:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

@@ -183,7 +183,12 @@ fn out_writes_one_file_per_host_and_the_whole() {
     names.sort();
     assert_eq!(
         names,
-        ["cluster.json", "doctor-_evil_h1.json", "doctor-h0.json"]
+        [
+            "cluster.json",
+            "doctor-_evil_h1.json",
+            "doctor-h0.json",
+            "report.html"
+        ]
     );
     let whole: Value =
         serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();

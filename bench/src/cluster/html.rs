@@ -1,0 +1,1034 @@
+//! `report.html` under `--out`: the cluster's report as one self-contained
+//! page a person reads (inline CSS and SVG, no script, nothing fetched).
+//!
+//! It renders the JSON document (`cluster.json`, [`super::render_json`]'s
+//! output) and nothing else, so it follows the document's contract rather
+//! than the stages' types: every key is optional, a section is shown when
+//! its key is present (`pairs`, `pairs.rails`, `baseline`, `nccl`,
+//! `traffic`, `verdicts`), and a value of the wrong type is shown as
+//! missing, never a panic. Every string of the document is escaped (host
+//! names come from the hosts). The page is well-formed XML as well as
+//! HTML, so tests read it with an XML parser.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+mod svg;
+use svg::{Cell, Series};
+
+#[cfg(test)]
+mod tests;
+
+/// Text made safe for HTML and XML, in content and in quoted attributes;
+/// characters XML forbids (controls) become U+FFFD.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            '\t' | '\n' | '\r' => o.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => o.push('\u{FFFD}'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// A value as plain text: strings as they are, numbers and the rest as JSON,
+/// null as empty.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The elements of an array value (none when it is not one).
+fn items(v: &Value) -> &[Value] {
+    v.as_array().map_or(&[], Vec::as_slice)
+}
+
+/// A status as a coloured badge; unknown words get a neutral colour.
+fn badge(status: &str) -> String {
+    let class = match status {
+        "ok" => "ok",
+        "warn" | "cannot prove" => "warn",
+        "fail" => "fail",
+        "skip" => "skip",
+        _ => "other",
+    };
+    format!(r#"<span class="badge b-{class}">{}</span>"#, esc(status))
+}
+
+/// A shell word, quoted when it needs to be.
+fn sh(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./,:=@%+".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// A byte count with its unit (`1.50 GiB`); "not counted" when absent.
+fn bytes(v: &Value) -> String {
+    let Some(b) = v.as_f64() else {
+        return "not counted".into();
+    };
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let k = (0..UNITS.len())
+        .rev()
+        .find(|&k| b >= 1024f64.powi(k as i32))
+        .unwrap_or(0);
+    if k == 0 {
+        format!("{b:.0} B")
+    } else {
+        format!("{:.2} {}", b / 1024f64.powi(k as i32), UNITS[k])
+    }
+}
+
+/// The ranks' names as the report shows them (`label`, else `rank N`).
+fn labels(doc: &Value) -> Vec<String> {
+    items(&doc["hosts"])
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            h["label"]
+                .as_str()
+                .or(h["host"].as_str())
+                .map_or_else(|| format!("rank {i}"), str::to_owned)
+        })
+        .collect()
+}
+
+/// Rank `i`'s label, or `rank i` when the document has no such host.
+fn label(labels: &[String], i: usize) -> String {
+    labels
+        .get(i)
+        .cloned()
+        .unwrap_or_else(|| format!("rank {i}"))
+}
+
+/// Writes the whole page for the document.
+pub fn render(doc: &Value) -> String {
+    let mut body = String::new();
+    body.push_str(&summary(doc));
+    body.push_str(&hosts(doc));
+    body.push_str(&verdicts(doc));
+    body.push_str(&problems(doc));
+    body.push_str(&pairs(doc));
+    body.push_str(&baseline(doc));
+    body.push_str(&nccl(doc));
+    body.push_str(&traffic(doc));
+    let title = format!("erdma-cluster report: {}", plain(&doc["status"]));
+    format!(
+        "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/><title>{}</title>\
+         <style>{CSS}</style></head><body>{body}<footer>{}</footer></body></html>\n",
+        esc(&title),
+        esc(&format!(
+            "Written by {} {} on {} at {}. The JSON behind this page is cluster.json in the same directory.",
+            plain(&doc["tool"]),
+            plain(&doc["version"]),
+            plain(&doc["host"]),
+            plain(&doc["date"])
+        ))
+    )
+}
+
+const CSS: &str = "
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',sans-serif;color:#1b1b1b;margin:0 auto;max-width:1120px;padding:18px 24px;background:#fff}
+h1{font-size:26px;margin:4px 0 6px}h2{font-size:19px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:15px;margin:16px 0 6px}
+.verdict{border-radius:8px;padding:14px 18px;margin:10px 0 6px;border:1px solid #ccc}
+.v-ok{background:#e8f5e3;border-color:#91cf60}.v-warn{background:#fff6dc;border-color:#f2c94c}.v-fail{background:#fde8e6;border-color:#d73027}.v-other{background:#eef1f5}
+.verdict .big{font-size:22px;font-weight:700}.verdict ul{margin:6px 0 0 0;padding-left:20px}
+.meta{color:#555;font-size:13px}.muted{color:#666;fill:#666}
+table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f5f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;border-radius:4px;padding:0 7px;font-size:12px;font-weight:600;color:#fff}
+.b-ok{background:#2e8b3a}.b-warn{background:#c98a00}.b-fail{background:#c0392b}.b-skip{background:#8a8a8a}.b-other{background:#5a6b80}
+code,pre{font:12px/1.4 ui-monospace,'DejaVu Sans Mono',monospace}pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:6px 8px;margin:2px 0;white-space:pre-wrap;word-break:break-all}
+svg text{font:11px system-ui,'DejaVu Sans',sans-serif;fill:#222}svg text.axis{font-size:12px;fill:#444}svg text.cellv{font-size:12px;font-weight:600}
+.swatch{display:inline-block;width:22px;height:4px;vertical-align:middle;margin:0 6px 0 14px}.swatch.dash{border-top:3px dashed;height:0}
+nav a{margin-right:12px}footer{margin-top:30px;color:#777;font-size:12px}
+";
+
+/// The first thing on the page: the result and, in one line each, what is
+/// wrong, then links to the sections.
+fn summary(doc: &Value) -> String {
+    let status = plain(&doc["status"]);
+    let class = match status.as_str() {
+        "ok" | "warn" | "fail" => status.as_str(),
+        _ => "other",
+    };
+    let hosts = items(&doc["hosts"]);
+    let mut names: Vec<&str> = hosts.iter().filter_map(|h| h["host"].as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut s = format!(
+        r#"<h1>Cluster check: {} host{}, {} rank{}</h1><p class="meta">erdma-cluster {} &#183; {} &#183; <code>{}</code>{}</p>"#,
+        names.len(),
+        if names.len() == 1 { "" } else { "s" },
+        hosts.len(),
+        if hosts.len() == 1 { "" } else { "s" },
+        esc(&plain(&doc["version"])),
+        esc(&plain(&doc["date"])),
+        esc(&command_line(doc)),
+        doc["predicted_wall_s"]
+            .as_f64()
+            .map_or(String::new(), |p| format!(
+                " &#183; schedule estimate {} s",
+                svg::trim_num(p)
+            ))
+    );
+    let word = match class {
+        "ok" => "READY: every check and stage passed",
+        "warn" => "WARNINGS: usable, read the warnings",
+        "fail" => "NOT READY: something failed",
+        _ => "result unknown",
+    };
+    let _ = write!(
+        s,
+        r#"<div class="verdict v-{class}"><div class="big">{} &#8212; {word}</div>"#,
+        esc(&status.to_uppercase()),
+    );
+    let _ = write!(
+        s,
+        r#"<div class="meta">exit status {}</div>"#,
+        esc(&plain(&doc["exit_status"]))
+    );
+    let points = headline(doc);
+    if !points.is_empty() {
+        s.push_str("<ul>");
+        for p in points {
+            let _ = write!(s, "<li>{p}</li>");
+        }
+        s.push_str("</ul>");
+    }
+    s.push_str("</div><nav>");
+    for (id, key, title) in [
+        ("hosts", "hosts", "Hosts"),
+        ("verdicts", "verdicts", "Verdicts"),
+        ("problems", "problems", "Problems"),
+        ("pairs", "pairs", "NIC pairs"),
+        ("baseline", "baseline", "Baseline"),
+        ("nccl", "nccl", "NCCL"),
+        ("traffic", "traffic", "Traffic proof"),
+    ] {
+        if !doc[key].is_null() {
+            let _ = write!(s, "<a href=\"#{id}\">{title}</a>");
+        }
+    }
+    s.push_str("</nav>");
+    s
+}
+
+/// The command that ran, as one line.
+fn command_line(doc: &Value) -> String {
+    let words: Vec<String> = items(&doc["command"]).iter().map(plain).collect();
+    words.iter().map(|w| sh(w)).collect::<Vec<_>>().join(" ")
+}
+
+/// What is wrong, one item per kind (HTML, escaped).
+fn headline(doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in items(&doc["verdicts"]) {
+        out.push(verdict_line(v));
+    }
+    let hosts = items(&doc["hosts"]);
+    let bad = |st: &str| hosts.iter().filter(|h| h["status"] == st).count();
+    if bad("fail") + bad("warn") > 0 {
+        out.push(format!(
+            "host checks: {} of {} ranks failed, {} warned",
+            bad("fail"),
+            hosts.len(),
+            bad("warn")
+        ));
+    }
+    let problems = items(&doc["problems"]).len() + items(&doc["across"]).len();
+    if problems > 0 {
+        out.push(format!(
+            "{problems} problem{} (each listed once with its hosts and fix)",
+            if problems == 1 { "" } else { "s" }
+        ));
+    }
+    let failed_pairs = failed_pairs(doc).len();
+    if failed_pairs > 0 {
+        out.push(format!(
+            "NIC pairs: {failed_pairs} pair direction(s) failed"
+        ));
+    }
+    let b = &doc["baseline"];
+    let under = items(&b["rows"])
+        .iter()
+        .filter(|r| r["status"] == "fail")
+        .count();
+    if under > 0 {
+        out.push(format!(
+            "baseline: {under} pair direction(s) under {} of the baseline",
+            esc(&plain(&b["fail_below"]))
+        ));
+    }
+    let stages = items(&doc["nccl"]["stages"]);
+    let failed = stages.iter().filter(|s| s["status"] == "fail").count();
+    if failed > 0 {
+        out.push(format!(
+            "NCCL: {failed} of {} stage(s) failed",
+            stages.len()
+        ));
+    }
+    let rows = items(&doc["traffic"]["rows"]);
+    let count = |v: &str| rows.iter().filter(|r| r["verdict"] == v).count();
+    if count("fail") > 0 {
+        out.push(format!(
+            "traffic proof: {} NIC/stage row(s) moved less than the collective needed",
+            count("fail")
+        ));
+    }
+    if count("cannot prove") > 0 {
+        out.push(format!(
+            "traffic proof: {} NIC/stage row(s) cannot be proven (counters missing)",
+            count("cannot prove")
+        ));
+    }
+    out
+}
+
+/// One verdict in a line: kind, hosts, NIC and why (HTML, escaped).
+fn verdict_line(v: &Value) -> String {
+    let hosts: Vec<String> = items(&v["hosts"]).iter().map(plain).collect();
+    let nic = match &v["nic"] {
+        Value::Null => String::new(),
+        n => format!(" NIC {}", plain(n)),
+    };
+    format!(
+        "<b>{}</b> {}{}: {}",
+        esc(&plain(&v["kind"])),
+        esc(&hosts.join(", ")),
+        esc(&nic),
+        esc(&plain(&v["why"]))
+    )
+}
+
+/// The hosts: status, counts of the checks, and what names them.
+fn hosts(doc: &Value) -> String {
+    let hosts = items(&doc["hosts"]);
+    if hosts.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "<h2 id=\"hosts\">Hosts</h2><table><tr><th>host</th><th>rank</th><th>status</th>\
+         <th>ok</th><th>warn</th><th>fail</th><th>skip</th><th>what names it</th></tr>",
+    );
+    for (i, h) in hosts.iter().enumerate() {
+        let name = plain(&h["host"]);
+        let label = plain(&h["label"]);
+        let named = |p: &Value| {
+            items(&p["hosts"])
+                .iter()
+                .any(|x| x.as_str().is_some_and(|x| x == name || x == label))
+        };
+        let mut notes: Vec<String> = items(&doc["verdicts"])
+            .iter()
+            .filter(|v| named(v))
+            .map(|v| format!("verdict {}: {}", plain(&v["kind"]), plain(&v["why"])))
+            .collect();
+        for key in ["problems", "across"] {
+            notes.extend(
+                items(&doc[key])
+                    .iter()
+                    .filter(|p| named(p))
+                    .map(|p| format!("{} {}", plain(&p["status"]), plain(&p["id"]))),
+            );
+        }
+        let n = |k: &str| esc(&plain(&h["summary"][k]));
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(if label.is_empty() { &name } else { &label }),
+            h["rank"].as_u64().unwrap_or(i as u64),
+            badge(&plain(&h["status"])),
+            n("ok"),
+            n("warn"),
+            n("fail"),
+            n("skip"),
+            esc(&notes.join("; "))
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// The verdicts, each with its why and numbers.
+fn verdicts(doc: &Value) -> String {
+    let Some(list) = doc["verdicts"].as_array() else {
+        return String::new();
+    };
+    let mut s = String::from("<h2 id=\"verdicts\">Verdicts</h2>");
+    if list.is_empty() {
+        s.push_str("<p>No verdict against any host, NIC or link.</p>");
+        return s;
+    }
+    s.push_str(
+        "<table><tr><th>kind</th><th>hosts</th><th>NIC</th><th>why</th><th>numbers</th></tr>",
+    );
+    for v in list {
+        let hosts: Vec<String> = items(&v["hosts"]).iter().map(plain).collect();
+        let numbers: Vec<String> = v["numbers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, n)| format!("{k} = {}", plain(n)))
+            .collect();
+        let _ = write!(
+            s,
+            "<tr><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&plain(&v["kind"])),
+            esc(&hosts.join(", ")),
+            esc(&plain(&v["nic"])),
+            esc(&plain(&v["why"])),
+            esc(&numbers.join(", "))
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// Every problem once, with its hosts and fix (the checks, then the
+/// differences between hosts).
+fn problems(doc: &Value) -> String {
+    let list: Vec<&Value> = items(&doc["problems"])
+        .iter()
+        .chain(items(&doc["across"]))
+        .collect();
+    let mut s = String::from("<h2 id=\"problems\">Problems</h2>");
+    if list.is_empty() {
+        if doc["problems"].is_null() {
+            return String::new();
+        }
+        s.push_str("<p>No check warned or failed on any host.</p>");
+        return s;
+    }
+    s.push_str(
+        "<table><tr><th>status</th><th>check</th><th>hosts</th><th>found</th><th>fix</th></tr>",
+    );
+    for p in list {
+        let hosts: Vec<String> = items(&p["hosts"]).iter().map(plain).collect();
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            badge(&plain(&p["status"])),
+            esc(&plain(&p["id"])),
+            esc(&hosts.join(", ")),
+            esc(&plain(&p["found"])),
+            esc(&plain(&p["fix"]))
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// One matrix of the pair stage: its rail and devices (none for the
+/// matrix of a document without rails) and its Gb/s.
+struct Rail<'a> {
+    rail: Option<u64>,
+    devices: Vec<String>,
+    gbps: &'a Value,
+}
+
+fn rails(p: &Value) -> Vec<Rail<'_>> {
+    match p["rails"].as_array() {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .enumerate()
+            .map(|(k, r)| Rail {
+                rail: Some(r["rail"].as_u64().unwrap_or(k as u64)),
+                devices: items(&r["devices"]).iter().map(plain).collect(),
+                gbps: &r["gbps"],
+            })
+            .collect(),
+        _ => vec![Rail {
+            rail: None,
+            devices: Vec::new(),
+            gbps: &p["gbps"],
+        }],
+    }
+}
+
+/// `gbps[i][j]`, none when absent or not a number.
+fn at(m: &Value, i: usize, j: usize) -> Option<f64> {
+    m.get(i)?.get(j)?.as_f64()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// The file-name label of every rank, as `--out` and `--baseline` spell it
+/// (the host reduced to `[A-Za-z0-9._-]`, `-rankN` when ranks share it).
+fn file_labels(doc: &Value) -> Vec<String> {
+    items(&doc["hosts"])
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = plain(&h["host"]);
+            let safe: String = host
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let safe = safe.trim_start_matches('.').to_owned();
+            let shared = h["label"].as_str().is_some_and(|l| l != host);
+            if shared {
+                format!("{safe}-rank{}", h["rank"].as_u64().unwrap_or(i as u64))
+            } else {
+                safe
+            }
+        })
+        .collect()
+}
+
+/// The pair stage: a heatmap per rail (or the one matrix), then the failed
+/// runs with the command that reruns each.
+fn pairs(doc: &Value) -> String {
+    let p = &doc["pairs"];
+    if !p.is_object() {
+        return String::new();
+    }
+    let names = labels(doc);
+    let mut s = format!(
+        "<h2 id=\"pairs\">NIC pairs {}</h2><p>erdma-perf <code>{}</code> between every two ranks, \
+         both directions; each cell is the client's (row) bandwidth to the server (column) in {}, \
+         coloured by its ratio to {}. Hover a cell for its numbers.</p>",
+        badge(&plain(&p["status"])),
+        esc(&plain(&p["test"])),
+        esc(p["unit"].as_str().unwrap_or("Gb/s")),
+        if doc["baseline"].is_object() {
+            "the same pair in the baseline (rail 0; other rails: their median)"
+        } else {
+            "the median of its matrix"
+        }
+    );
+    let base = baseline_ratios(doc);
+    for r in rails(p) {
+        s.push_str(&rail_heatmap(&r, &names, &base, &failed_pairs(doc)));
+    }
+    s.push_str(&pair_failures(doc, &names));
+    s
+}
+
+/// Ratio to the baseline for (client, server) of rail 0, by file label.
+fn baseline_ratios(doc: &Value) -> std::collections::HashMap<(usize, usize), f64> {
+    let labels = file_labels(doc);
+    let index = |l: &Value| labels.iter().position(|x| Some(x.as_str()) == l.as_str());
+    items(&doc["baseline"]["rows"])
+        .iter()
+        .filter_map(|r| {
+            let key = (index(&r["client"])?, index(&r["server"])?);
+            Some((key, r["ratio"].as_f64()?))
+        })
+        .collect()
+}
+
+fn rail_heatmap(
+    r: &Rail,
+    names: &[String],
+    base: &std::collections::HashMap<(usize, usize), f64>,
+    failed: &[FailedPair],
+) -> String {
+    let n = items(r.gbps).len();
+    let mut title = match r.rail {
+        Some(k) => format!("rail {k}"),
+        None => "the pair matrix".to_owned(),
+    };
+    if !r.devices.is_empty() {
+        let mut d = r.devices.clone();
+        d.dedup();
+        title.push_str(&format!(" ({})", d.join(", ")));
+    }
+    let mut s = format!("<h3>{}</h3>", esc(&title));
+    if n < 2 {
+        s.push_str("<p>One rank: no pair to measure.</p>");
+        return s;
+    }
+    let values: Vec<f64> = (0..n)
+        .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+        .filter_map(|(i, j)| at(r.gbps, i, j))
+        .collect();
+    let med = median(values);
+    let use_base = !base.is_empty() && r.rail.unwrap_or(0) == 0;
+    let cells: Vec<Vec<Cell>> = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    if i == j {
+                        return Cell::Diagonal;
+                    }
+                    let who = format!("{} -> {}", label(names, i), label(names, j));
+                    let Some(g) = at(r.gbps, i, j) else {
+                        let why = failed
+                            .iter()
+                            .find(|f| f.client == i && f.server == j && f.rail == r.rail)
+                            .map_or("no value".to_owned(), |f| f.errors.join("; "));
+                        return Cell::Failed {
+                            tip: format!("{who}: failed: {why}"),
+                        };
+                    };
+                    let ratio = if use_base {
+                        base.get(&(i, j)).copied()
+                    } else {
+                        med.filter(|m| *m > 0.0).map(|m| g / m)
+                    };
+                    let against = if use_base { "baseline" } else { "median" };
+                    let tip = match ratio {
+                        Some(x) => format!("{who}: {g:.2} Gb/s, {x:.3} of the {against}"),
+                        None => format!("{who}: {g:.2} Gb/s, no {against} to compare"),
+                    };
+                    Cell::Value {
+                        gbps: g,
+                        ratio,
+                        tip,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    s.push_str("<div>");
+    s.push_str(&svg::heatmap(names, &cells));
+    s.push_str("</div>");
+    let reference = if use_base {
+        "the baseline (same pair)".to_owned()
+    } else {
+        med.map_or("the median (none)".to_owned(), |m| {
+            format!("the median, {m:.2} Gb/s")
+        })
+    };
+    s.push_str(&svg::legend(&reference));
+    if let Some((i, j, g)) = extreme(r.gbps, n) {
+        let _ = write!(
+            s,
+            "<p class=\"meta\">slowest: {} &#8594; {}, {} Gb/s</p>",
+            esc(&label(names, i)),
+            esc(&label(names, j)),
+            svg::trim_num(g)
+        );
+    }
+    s
+}
+
+/// The slowest measured direction.
+fn extreme(m: &Value, n: usize) -> Option<(usize, usize, f64)> {
+    (0..n)
+        .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
+        .filter_map(|(i, j)| at(m, i, j).map(|g| (i, j, g)))
+        .min_by(|a, b| a.2.total_cmp(&b.2))
+}
+
+/// One failed direction of one pair (on one rail).
+struct FailedPair {
+    rail: Option<u64>,
+    client: usize,
+    server: usize,
+    errors: Vec<String>,
+    rerun: String,
+}
+
+/// Every direction that failed: runs with an error, grouped by (rail,
+/// client, server), with their rerun command (the run's own, else built).
+fn failed_pairs(doc: &Value) -> Vec<FailedPair> {
+    let p = &doc["pairs"];
+    let mut out: Vec<FailedPair> = Vec::new();
+    for run in items(&p["runs"]) {
+        let (Some(c), Some(sv)) = (run["client"].as_u64(), run["server"].as_u64()) else {
+            continue;
+        };
+        let (c, sv) = (c as usize, sv as usize);
+        let rail = run["rail"].as_u64();
+        let mut error = plain(&run["error"]);
+        if run["verified"] == Value::Bool(false) && error.is_empty() {
+            error = "the payload was not verified".into();
+        }
+        if error.is_empty() {
+            continue;
+        }
+        let error = format!("{} side: {error}", plain(&run["role"]));
+        match out
+            .iter_mut()
+            .find(|f| f.rail == rail && f.client == c && f.server == sv)
+        {
+            Some(f) => {
+                f.errors.push(error);
+                if let Some(r) = run["rerun"].as_str() {
+                    f.rerun = r.to_owned();
+                }
+            }
+            None => out.push(FailedPair {
+                rail,
+                client: c,
+                server: sv,
+                errors: vec![error],
+                rerun: run["rerun"]
+                    .as_str()
+                    .map_or_else(|| pair_rerun(doc, run, c, sv), str::to_owned),
+            }),
+        }
+    }
+    out
+}
+
+/// The value of `--name` on the document's command line (`--name V` or
+/// `--name=V`).
+fn option(doc: &Value, name: &str) -> Option<String> {
+    let words: Vec<String> = items(&doc["command"]).iter().map(plain).collect();
+    let eq = format!("{name}=");
+    words.iter().enumerate().find_map(|(k, w)| {
+        if w == name {
+            words.get(k + 1).cloned()
+        } else {
+            w.strip_prefix(&eq).map(str::to_owned)
+        }
+    })
+}
+
+/// A command that measures only this pair again: two ranks on the two
+/// hosts, the same test, devices and erdma-perf options.
+fn pair_rerun(doc: &Value, run: &Value, c: usize, sv: usize) -> String {
+    let host = |i: usize| plain(&doc["hosts"][i]["host"]);
+    let (hc, hs) = (host(c), host(sv));
+    let hosts = if hc == hs {
+        format!("{}:2", sh(&hc))
+    } else {
+        format!("{},{}", sh(&hc), sh(&hs))
+    };
+    let listed: Vec<String> = option(doc, "--devices")
+        .map(|d| d.split(',').map(str::to_owned).collect())
+        .unwrap_or_default();
+    let rail_devs = items(&doc["pairs"]["rails"])
+        .iter()
+        .find(|r| r["rail"] == run["rail"])
+        .map(|r| (plain(&r["devices"][c]), plain(&r["devices"][sv])));
+    let pick = |key: &str, i: usize, from_rail: Option<String>| {
+        run[key]
+            .as_str()
+            .map(str::to_owned)
+            .or(from_rail.filter(|d| !d.is_empty()))
+            .or_else(|| (!listed.is_empty()).then(|| listed[i % listed.len()].clone()))
+    };
+    let dc = pick("client_device", c, rail_devs.as_ref().map(|d| d.0.clone()));
+    let ds = pick("server_device", sv, rail_devs.map(|d| d.1));
+    let mut cmd = format!("mpirun -np 2 -H {hosts} erdma-cluster --pairs");
+    if let Some(t) = doc["pairs"]["test"].as_str() {
+        let _ = write!(cmd, " --pair-test {}", sh(t));
+    }
+    if let (Some(a), Some(b)) = (dc, ds) {
+        let _ = write!(cmd, " --devices {}", sh(&format!("{a},{b}")));
+    }
+    for opt in ["--perf-args", "--skip"] {
+        if let Some(v) = option(doc, opt) {
+            let _ = write!(cmd, " {opt} {}", sh(&v));
+        }
+    }
+    cmd
+}
+
+fn pair_failures(doc: &Value, names: &[String]) -> String {
+    let failed = failed_pairs(doc);
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "<h3>Failed pair directions</h3><table><tr><th>rail</th><th>client &#8594; server</th>\
+         <th>what failed</th><th>rerun only this pair</th></tr>",
+    );
+    for f in failed {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{} &#8594; {}</td><td>{}</td><td><pre>{}</pre></td></tr>",
+            f.rail.map_or("-".to_owned(), |r| r.to_string()),
+            esc(&label(names, f.client)),
+            esc(&label(names, f.server)),
+            esc(&f.errors.join("; ")),
+            esc(&f.rerun)
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// The pair matrix against the baseline, row by row.
+fn baseline(doc: &Value) -> String {
+    let b = &doc["baseline"];
+    if !b.is_object() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<h2 id=\"baseline\">Against the baseline {}</h2><p>{} (a pair under {} of its baseline fails)</p>\
+         <table><tr><th>status</th><th>client &#8594; server</th><th>Gb/s</th><th>baseline Gb/s</th>\
+         <th>ratio</th><th>note</th></tr>",
+        badge(&plain(&b["status"])),
+        esc(&plain(&b["dir"])),
+        esc(&plain(&b["fail_below"]))
+    );
+    let num = |v: &Value| v.as_f64().map_or("-".to_owned(), svg::trim_num);
+    for r in items(&b["rows"]) {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{} &#8594; {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td>{}</td></tr>",
+            badge(&plain(&r["status"])),
+            esc(&plain(&r["client"])),
+            esc(&plain(&r["server"])),
+            num(&r["gbps"]),
+            num(&r["baseline_gbps"]),
+            r["ratio"]
+                .as_f64()
+                .map_or("-".to_owned(), |x| format!("{x:.3}")),
+            esc(&plain(&r["note"]))
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// (size, busbw) of a stage's rows that have both.
+fn curve(rows: &Value) -> Vec<(f64, f64)> {
+    items(rows)
+        .iter()
+        .filter_map(|r| Some((r["size"].as_f64()?, r["busbw"].as_f64()?)))
+        .collect()
+}
+
+/// The NCCL stage: busbw against size for every stage (with the
+/// baseline's curves) and a table of the stages.
+fn nccl(doc: &Value) -> String {
+    let n = &doc["nccl"];
+    if !n.is_object() {
+        return String::new();
+    }
+    let stages = items(&n["stages"]);
+    let mut s = format!(
+        "<h2 id=\"nccl\">NCCL {}</h2><p>backend <b>{}</b>{}</p>",
+        badge(&plain(&n["status"])),
+        esc(&plain(&n["backend"])),
+        match n["why"].as_str() {
+            Some(w) if !w.is_empty() => format!(": {}", esc(w)),
+            _ => String::new(),
+        }
+    );
+    let mut series = Vec::new();
+    let mut expected = Vec::new();
+    let mut legend = String::new();
+    for (k, st) in stages.iter().enumerate() {
+        let colour = svg::PALETTE[k % svg::PALETTE.len()];
+        let name = plain(&st["name"]);
+        let _ = write!(
+            legend,
+            "<span class=\"swatch\" style=\"background:{colour}\"></span>{}",
+            esc(&name)
+        );
+        series.push(Series {
+            name: name.clone(),
+            colour,
+            points: curve(&st["rows"]),
+            baseline: false,
+        });
+        if st["baseline_rows"].is_array() {
+            series.push(Series {
+                name: format!("{name} (baseline)"),
+                colour,
+                points: curve(&st["baseline_rows"]),
+                baseline: true,
+            });
+            let _ = write!(
+                legend,
+                "<span class=\"swatch dash\" style=\"border-color:{colour}\"></span>{} (baseline)",
+                esc(&name)
+            );
+        }
+        if let Some(e) = st["expected_busbw"].as_f64() {
+            expected.push((e, colour));
+        }
+    }
+    if !stages.is_empty() {
+        s.push_str(&svg::busbw_chart(&series, &expected));
+        let _ = write!(
+            s,
+            "<p>{legend}{}</p>",
+            if expected.is_empty() {
+                ""
+            } else {
+                "<span class=\"swatch\" style=\"border-top:2px dotted #555;height:0\"></span>expected busbw (dotted)"
+            }
+        );
+    }
+    s.push_str(&stage_table(doc, stages));
+    s
+}
+
+fn stage_table(doc: &Value, stages: &[Value]) -> String {
+    if stages.is_empty() {
+        return "<p>No stage ran.</p>".into();
+    }
+    let mut s = String::from(
+        "<table><tr><th>stage</th><th>status</th><th>hosts</th><th>collective</th>\
+         <th>busbw at the largest size</th><th>expected</th><th>baseline</th><th>wrong</th>\
+         <th>JSON</th><th>error / rerun</th></tr>",
+    );
+    for st in stages {
+        let last = |key: &str| {
+            items(&st[key])
+                .iter()
+                .rev()
+                .find_map(|r| Some((r["size"].as_f64()?, r["busbw"].as_f64()?)))
+        };
+        let at_size = |v: Option<(f64, f64)>| {
+            v.map_or("-".to_owned(), |(size, bw)| {
+                format!("{} GB/s at {}", svg::trim_num(bw), svg::size_label(size))
+            })
+        };
+        let wrong: u64 = items(&st["rows"])
+            .iter()
+            .filter_map(|r| r["wrong"].as_u64())
+            .sum();
+        let hosts: Vec<String> = items(&st["hosts"]).iter().map(plain).collect();
+        let expected = match st["expected_busbw"].as_f64() {
+            Some(e) => format!(
+                "{} GB/s: {}",
+                svg::trim_num(e),
+                esc(&plain(&st["expected_why"]))
+            ),
+            None => esc(&plain(&st["expected_why"])),
+        };
+        let json = match st["json"].as_str() {
+            Some(f) if !f.contains("://") => {
+                format!("<a href=\"{}\">{}</a>", esc(f), esc(f))
+            }
+            _ => String::new(),
+        };
+        let failed = st["status"] == "fail" || !st["error"].is_null();
+        let mut fix = esc(&plain(&st["error"]));
+        if failed {
+            let rerun = st["rerun"]
+                .as_str()
+                .map_or_else(|| stage_rerun(doc, st), str::to_owned);
+            let _ = write!(fix, "<pre>{}</pre>", esc(&rerun));
+        }
+        let _ = write!(
+            s,
+            "<tr><td>{} <span class=\"muted\">({})</span></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            esc(&plain(&st["name"])),
+            esc(&plain(&st["scope"])),
+            badge(&plain(&st["status"])),
+            esc(&hosts.join(", ")),
+            esc(&plain(&st["collective"])),
+            at_size(last("rows")),
+            expected,
+            at_size(last("baseline_rows")),
+            wrong,
+            json,
+            fix
+        );
+    }
+    s.push_str("</table>");
+    s
+}
+
+/// A command that runs only this stage's collective again on its hosts:
+/// the nccl-tests work-alike with the stage's sizes and data checked.
+fn stage_rerun(doc: &Value, st: &Value) -> String {
+    let hosts: Vec<String> = items(&st["hosts"]).iter().map(plain).collect();
+    let collective = st["collective"].as_str().unwrap_or("all_reduce");
+    let sizes: Vec<f64> = curve(&st["rows"]).iter().map(|p| p.0).collect();
+    let size = |f: fn(f64, f64) -> f64, dflt: f64| sizes.iter().copied().reduce(f).unwrap_or(dflt);
+    let mut cmd = format!(
+        "mpirun -np {} -H {} {}_perf -b {} -e {} -f 2 -c 1",
+        hosts.len().max(1),
+        sh(&hosts.join(",")),
+        sh(collective),
+        size(f64::min, 8.0),
+        size(f64::max, 1073741824.0)
+    );
+    match doc["nccl"]["backend"].as_str() {
+        Some(b) if b != "nccl" => {
+            let _ = write!(cmd, " --backend {}", sh(b));
+        }
+        _ => {}
+    }
+    cmd
+}
+
+/// The traffic proof: per host, NIC and stage, the bytes the NIC moved
+/// against what the collective had to send.
+fn traffic(doc: &Value) -> String {
+    let t = &doc["traffic"];
+    if !t.is_object() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<h2 id=\"traffic\">Traffic proof {}</h2><p>What each NIC's counters moved during each \
+         stage, against the bytes the collective had to send between the hosts (the guide's \
+         <code>eadm stat</code> step).</p><table><tr><th>verdict</th><th>host</th><th>NIC</th>\
+         <th>stage</th><th>tx</th><th>rx</th><th>expected</th><th>error counters</th><th>why</th></tr>",
+        badge(&plain(&t["status"]))
+    );
+    for r in items(&t["rows"]) {
+        let errors: Vec<String> = r["errors"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| format!("{k} +{}", plain(v)))
+            .collect();
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+            badge(&plain(&r["verdict"])),
+            esc(&plain(&r["host"])),
+            esc(&plain(&r["nic"])),
+            esc(&plain(&r["stage"])),
+            bytes(&r["tx_bytes"]),
+            bytes(&r["rx_bytes"]),
+            if r["expected_bytes"].is_null() {
+                "-".to_owned()
+            } else {
+                bytes(&r["expected_bytes"])
+            },
+            if errors.is_empty() {
+                "none moved".to_owned()
+            } else {
+                esc(&errors.join(", "))
+            },
+            esc(&plain(&r["why"]))
+        );
+    }
+    if items(&t["rows"]).is_empty() {
+        s.push_str("<tr><td colspan=\"9\">no counters were read</td></tr>");
+    }
+    s.push_str("</table>");
+    s
+}

@@ -1,0 +1,389 @@
+//! report.html from documents built by hand: today's shape (doctor, pairs,
+//! baseline) and one with every newer key (rails, nccl, traffic, verdicts).
+
+use serde_json::{Value, json};
+
+use super::svg::{self, Cell};
+use super::*;
+
+const EVIL: &str = "<script>alert('x')</script>&\"h\u{1}";
+
+fn host(rank: usize, name: &str, status: &str) -> Value {
+    json!({"rank": rank, "host": name, "label": name, "status": status,
+           "summary": {"ok": 20, "warn": 1, "fail": if status == "fail" {2} else {0}, "skip": 3}})
+}
+
+fn run(c: usize, s: usize, role: &str, gbps: Option<f64>, error: Option<&str>) -> Value {
+    json!({"client": c, "server": s, "role": role, "gbps": gbps, "error": error, "doc": null})
+}
+
+/// The document as erdma-cluster writes it today: three hosts (one with a
+/// hostile name), a problem, a difference, a 3x3 matrix with one failed
+/// direction, and a baseline.
+fn today() -> Value {
+    json!({
+        "tool": "erdma-cluster", "version": "0.1.0", "host": "h0",
+        "date": "2026-12-05T03:00:00Z",
+        "command": ["erdma-cluster", "--pairs", "--devices", "erdma_0",
+                    "--perf-args", "-x 1 -s 1048576 --report_gbits", "--out", "r"],
+        "status": "fail", "exit_status": 2,
+        "hosts": [host(0, "h0", "ok"), host(1, EVIL, "fail"), host(2, "h2", "warn")],
+        "problems": [{"id": "rdma.ports", "status": "fail", "hosts": [EVIL],
+                      "found": "erdma_0 port 1 DOWN", "fix": "check the NIC's link"}],
+        "across": [{"id": "cluster.versions", "status": "warn", "hosts": ["h0", "h2"],
+                    "found": "NCCL differs", "fix": "use the same NCCL"}],
+        "reports": [],
+        "pairs": {"test": "write_bw", "unit": "Gb/s", "status": "fail",
+                  "gbps": [[null, 80.0, 80.0], [80.0, null, null], [40.0, 80.0, null]],
+                  "runs": [run(0, 1, "client", Some(80.0), None),
+                           run(1, 2, "client", None, Some("ibv_post_send: EIO <b>")),
+                           run(1, 2, "server", None, Some("accept: timed out"))]},
+        "baseline": {"dir": "accepted/", "fail_below": 0.9, "status": "fail",
+                     "rows": [{"client": "h0", "server": "h2", "gbps": 80.0,
+                               "baseline_gbps": 80.0, "ratio": 1.0, "status": "ok", "note": ""},
+                              {"client": "h2", "server": "h0", "gbps": 40.0,
+                               "baseline_gbps": 80.0, "ratio": 0.5, "status": "fail",
+                               "note": "under 0.9 of the baseline"}]}
+    })
+}
+
+fn rows(scale: f64) -> Value {
+    let sizes = [8.0, 1024.0, 1048576.0, 1073741824.0];
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            json!({"size": s, "count": s / 4.0, "type": "float", "algbw": scale * k as f64,
+                   "busbw": scale * (k as f64 + 0.5), "time_us": 10.0, "wrong": 0})
+        })
+        .collect()
+}
+
+/// Today's document with every key the contract adds.
+fn full() -> Value {
+    let mut d = today();
+    d["pairs"]["rails"] = json!([
+        {"rail": 0, "devices": ["erdma_0", "erdma_0", "erdma_0"],
+         "gbps": d["pairs"]["gbps"].clone()},
+        {"rail": 1, "devices": ["erdma_1", "erdma_1", "erdma_1"],
+         "gbps": [[null, 90.0, 90.0], [90.0, null, 90.0], [90.0, 30.0, null]]}
+    ]);
+    d["pairs"]["runs"] = json!([
+        {"client": 2, "server": 1, "role": "client", "gbps": 30.0, "error": null, "doc": null,
+         "rail": 1, "client_device": "erdma_1", "server_device": "erdma_1", "verified": true,
+         "rerun": "mpirun -np 2 -H h2,h1 erdma-cluster --pairs --devices erdma_1,erdma_1"},
+        {"client": 1, "server": 2, "role": "client", "gbps": null, "error": "payload corrupted",
+         "doc": null, "rail": 0, "client_device": "erdma_0", "server_device": "erdma_0",
+         "verified": false, "rerun": "RERUN-PAIR-1-2"}
+    ]);
+    d["nccl"] = json!({
+        "backend": "mpi", "why": "no GPU on these hosts: host memory", "status": "fail",
+        "stages": [
+            {"name": "host h0", "scope": "host", "hosts": ["h0"], "collective": "all_reduce",
+             "status": "ok", "error": null, "json": "nccl-host-h0.json", "rows": rows(2.0),
+             "expected_busbw": null, "expected_why": "one host", "baseline_rows": null,
+             "rerun": "RERUN-H0"},
+            {"name": format!("host {EVIL}"), "scope": "host", "hosts": [EVIL],
+             "collective": "all_reduce", "status": "ok", "error": null,
+             "json": "nccl-host-x.json", "rows": rows(2.1), "expected_busbw": null,
+             "expected_why": "", "baseline_rows": null},
+            {"name": "cluster", "scope": "cluster", "hosts": ["h0", EVIL, "h2"],
+             "collective": "all_reduce", "status": "fail", "error": "busbw under expected",
+             "json": "nccl-cluster.json", "rows": rows(1.0), "expected_busbw": 9.0,
+             "expected_why": "slowest NIC 30 Gb/s x 2 NICs", "baseline_rows": rows(3.0)}
+        ]
+    });
+    d["traffic"] = json!({"status": "fail", "rows": [
+        {"host": "h0", "nic": "erdma_0", "stage": "cluster", "tx_bytes": 3221225472u64,
+         "rx_bytes": 3221225472u64, "expected_bytes": 2147483648u64, "errors": {},
+         "verdict": "ok", "why": ""},
+        {"host": EVIL, "nic": "erdma_0", "stage": "cluster", "tx_bytes": 1024, "rx_bytes": 0,
+         "expected_bytes": 2147483648u64, "errors": {"retrans": 12}, "verdict": "fail",
+         "why": "NCCL_IB_DISABLE=1: NCCL used sockets"},
+        {"host": "h2", "nic": "erdma_0", "stage": "cluster", "tx_bytes": null, "rx_bytes": null,
+         "expected_bytes": null, "errors": {}, "verdict": "cannot prove",
+         "why": "the driver has no byte counters"}]});
+    d["verdicts"] = json!([
+        {"kind": "nic", "hosts": [EVIL], "nic": 0, "why": "payload corrupted on erdma_0",
+         "numbers": {"gbps": 0}},
+        {"kind": "link", "hosts": ["h2", "h1"], "nic": 1, "why": "30 Gb/s, median 90",
+         "numbers": {"ratio": 0.33}}
+    ]);
+    d["predicted_wall_s"] = json!(95.5);
+    d
+}
+
+fn parse(html: &str) -> roxmltree::Document<'_> {
+    let opt = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    roxmltree::Document::parse_with_options(html, opt)
+        .unwrap_or_else(|e| panic!("report.html is not well-formed: {e}\n{html}"))
+}
+
+fn class_is(n: &roxmltree::Node, class: &str) -> bool {
+    n.attribute("class")
+        .is_some_and(|c| c.split(' ').any(|w| w == class))
+}
+
+fn count(d: &roxmltree::Document, tag: &str, class: &str) -> usize {
+    d.descendants()
+        .filter(|n| n.tag_name().name() == tag && class_is(n, class))
+        .count()
+}
+
+/// Well-formed, self-contained: no script, nothing fetched, links only to
+/// anchors and files next to the page.
+fn check_page(html: &str) {
+    let d = parse(html);
+    for n in d.descendants().filter(|n| n.is_element()) {
+        let tag = n.tag_name().name();
+        assert!(
+            !matches!(tag, "script" | "iframe" | "img" | "link" | "object"),
+            "<{tag}> in the page"
+        );
+        assert!(n.attribute("src").is_none(), "src= on <{tag}>");
+        assert!(
+            n.attributes().all(|a| !a.name().starts_with("on")),
+            "event handler on <{tag}>"
+        );
+        if let Some(h) = n.attribute("href") {
+            assert!(!h.contains("://"), "href {h}");
+        }
+    }
+}
+
+#[test]
+fn todays_document_is_a_well_formed_page_with_its_sections() {
+    let html = render(&today());
+    check_page(&html);
+    for id in ["hosts", "problems", "pairs", "baseline"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
+    for id in ["nccl", "traffic", "verdicts"] {
+        assert!(
+            !html.contains(&format!("id=\"{id}\"")),
+            "{id} without its key"
+        );
+    }
+    // The verdict is the first thing in the body.
+    let d = parse(&html);
+    let body = d.descendants().find(|n| n.has_tag_name("body")).unwrap();
+    let first = body.first_element_child().unwrap();
+    assert_eq!(first.tag_name().name(), "h1");
+    assert!(html.find("NOT READY").unwrap() < html.find("id=\"hosts\"").unwrap());
+}
+
+#[test]
+fn heatmap_has_one_cell_per_measured_direction() {
+    let d_today = render(&today());
+    let d = parse(&d_today);
+    assert_eq!(count(&d, "svg", "heatmap"), 1);
+    assert_eq!(count(&d, "rect", "cell"), 6, "3 ranks: 6 directions");
+    assert_eq!(count(&d, "rect", "failed"), 1, "1 -> 2 failed");
+    assert_eq!(count(&d, "rect", "diag"), 3);
+    let full = render(&full());
+    let d = parse(&full);
+    assert_eq!(count(&d, "svg", "heatmap"), 2, "one per rail");
+    assert_eq!(count(&d, "rect", "cell"), 12);
+    assert_eq!(count(&d, "svg", "legend"), 2);
+}
+
+#[test]
+fn cells_are_coloured_by_the_baseline_or_the_median() {
+    // The fills of the cells that have a value.
+    let fills_of = |html: &str| -> Vec<String> {
+        parse(html)
+            .descendants()
+            .filter(|n| n.has_tag_name("rect") && class_is(n, "cell") && !class_is(n, "failed"))
+            .map(|n| n.attribute("fill").unwrap().to_owned())
+            .collect()
+    };
+    // With a baseline, rail 0 compares with it: h0 -> h2 at 1.0, h2 -> h0
+    // at 0.5; the others have no baseline row.
+    let fills = fills_of(&render(&today()));
+    let fills: Vec<&str> = fills.iter().map(String::as_str).collect();
+    assert!(
+        fills.contains(&svg::ratio_colour(1.0).as_str()),
+        "{fills:?}"
+    );
+    assert!(
+        fills.contains(&svg::ratio_colour(0.5).as_str()),
+        "{fills:?}"
+    );
+    assert_eq!(fills.iter().filter(|f| **f == svg::NO_REFERENCE).count(), 3);
+    // Without one, against the median (80): 40 is 0.5, 80 is 1.0.
+    let mut doc = today();
+    doc.as_object_mut().unwrap().remove("baseline");
+    let html = render(&doc);
+    assert!(html.contains("0.50x") && html.contains("1.00x"), "{html}");
+    assert!(!fills_of(&html).iter().any(|f| f == svg::NO_REFERENCE));
+}
+
+#[test]
+fn colour_scale() {
+    assert_eq!(svg::ratio_colour(1.0), "#91cf60");
+    assert_eq!(svg::ratio_colour(0.1), "#d73027");
+    assert_eq!(svg::ratio_colour(f64::NAN), "#d73027");
+    assert_eq!(svg::ratio_colour(9.0), "#1a9850");
+    assert_ne!(svg::ratio_colour(0.95), svg::ratio_colour(0.85));
+}
+
+#[test]
+fn one_curve_per_nccl_stage_and_the_baselines() {
+    let html = render(&full());
+    let d = parse(&html);
+    assert_eq!(count(&d, "svg", "busbw"), 1);
+    assert_eq!(count(&d, "polyline", "curve"), 3);
+    assert_eq!(count(&d, "polyline", "baseline-curve"), 1);
+    assert_eq!(count(&d, "line", "expected"), 1);
+    // Each curve goes through its four sizes, left to right (log x).
+    for c in d
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") && class_is(n, "curve"))
+    {
+        let xs: Vec<f64> = c
+            .attribute("points")
+            .unwrap()
+            .split(' ')
+            .map(|p| p.split(',').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(xs.len(), 4);
+        assert!(xs.windows(2).all(|w| w[0] < w[1]), "{xs:?}");
+        // 8 B -> 1 KiB is 7 doublings, 1 KiB -> 1 MiB 10: equal steps per doubling.
+        let per = |a: usize, b: usize, doublings: f64| (xs[b] - xs[a]) / doublings;
+        assert!((per(0, 1, 7.0) - per(1, 2, 10.0)).abs() < 0.2, "{xs:?}");
+    }
+    for id in ["nccl", "traffic", "verdicts"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
+}
+
+#[test]
+fn every_string_of_the_document_is_escaped() {
+    let html = render(&full());
+    check_page(&html);
+    assert!(!html.contains("<script>"));
+    let d = parse(&html);
+    // The hostile host name comes back as text, its control character
+    // replaced (XML forbids it).
+    let shown = EVIL.replace('\u{1}', "\u{FFFD}");
+    assert!(
+        d.descendants().any(|n| n.text() == Some(shown.as_str())),
+        "{shown:?} not shown as text"
+    );
+    let html = render(&today());
+    assert!(html.contains("ibv_post_send: EIO &lt;b&gt;"), "{html}");
+}
+
+#[test]
+fn failed_pairs_and_stages_carry_a_command_that_reruns_only_them() {
+    // Today's runs have no "rerun": one is built from the document.
+    let html = render(&today());
+    let built = "mpirun -np 2 -H &#39;&lt;script&gt;"; // the hostile name, quoted and escaped
+    assert!(html.contains(built), "{html}");
+    assert!(
+        html.contains(
+            "erdma-cluster --pairs --pair-test write_bw --devices erdma_0,erdma_0 \
+             --perf-args &#39;-x 1 -s 1048576 --report_gbits&#39;"
+        ),
+        "{html}"
+    );
+    // The newer documents give theirs; a stage without one gets a built one.
+    let html = render(&full());
+    assert!(html.contains("RERUN-PAIR-1-2"));
+    assert!(
+        !html.contains("RERUN-H0"),
+        "a stage that passed needs no rerun"
+    );
+    assert!(
+        html.contains("all_reduce_perf -b 8 -e 1073741824 -f 2 -c 1 --backend mpi"),
+        "{html}"
+    );
+}
+
+#[test]
+fn pair_rerun_takes_devices_from_the_run_the_rail_or_the_command() {
+    let doc = full();
+    let run = json!({"rail": 1});
+    let cmd = pair_rerun(&doc, &run, 0, 2);
+    assert!(
+        cmd.starts_with("mpirun -np 2 -H h0,h2 erdma-cluster --pairs"),
+        "{cmd}"
+    );
+    assert!(cmd.contains("--devices erdma_1,erdma_1"), "{cmd}");
+    let run = json!({"client_device": "mlx5_0", "server_device": "mlx5_1"});
+    assert!(pair_rerun(&doc, &run, 0, 2).contains("--devices mlx5_0,mlx5_1"));
+    let mut shared = today();
+    shared["hosts"][1]["host"] = json!("h0");
+    let cmd = pair_rerun(&shared, &json!({}), 0, 1);
+    assert!(cmd.starts_with("mpirun -np 2 -H h0:2 "), "{cmd}");
+}
+
+#[test]
+fn traffic_and_verdicts_are_shown_with_their_why() {
+    let html = render(&full());
+    assert!(html.contains("3.00 GiB"), "tx bytes with a unit");
+    assert!(html.contains("not counted"), "null counters are not 0");
+    assert!(html.contains("retrans +12"));
+    assert!(html.contains("NCCL_IB_DISABLE=1: NCCL used sockets"));
+    assert!(html.contains("payload corrupted on erdma_0"));
+    assert!(html.contains("schedule estimate 95.5 s"));
+    // Problems once each, with their fix.
+    assert_eq!(html.matches("check the NIC&#39;s link").count(), 1);
+}
+
+#[test]
+fn any_json_renders_without_panic() {
+    let odd = [
+        json!(null),
+        json!([]),
+        json!("text"),
+        json!({"hosts": "x", "pairs": {"gbps": [[1, 2, 3], [], ["a"]]}}),
+        json!({"pairs": {"gbps": [[null, 1e308], [-5, null]], "rails": []},
+               "nccl": {"stages": [{"rows": [{"size": 0, "busbw": 1}, {"size": -1}]},
+                                   {"rows": "no"}]},
+               "traffic": {"rows": [{"tx_bytes": -1.5}]}, "verdicts": [{}]}),
+        json!({"pairs": {"gbps": [], "runs": [{"client": 99, "server": 0, "error": "e"}]},
+               "nccl": {"stages": [{"rows": [{"size": 8, "busbw": f64::MAX}]}]}}),
+    ];
+    for doc in odd {
+        let html = render(&doc);
+        check_page(&html);
+    }
+}
+
+#[test]
+fn out_writes_report_html_beside_cluster_json() {
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    super::super::write_out(&dir, &[], None, &full()).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    check_page(&html);
+    assert_eq!(html, render(&full()));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_heatmap_cell_knows_its_numbers() {
+    let cells = vec![
+        vec![
+            Cell::Diagonal,
+            Cell::Value {
+                gbps: 12.5,
+                ratio: Some(0.8),
+                tip: "a -> b".into(),
+            },
+        ],
+        vec![
+            Cell::Failed {
+                tip: "b -> a: <x>".into(),
+            },
+            Cell::Diagonal,
+        ],
+    ];
+    let s = svg::heatmap(&["a".into(), "b".into()], &cells);
+    assert!(s.contains("12.5") && s.contains("0.80x"), "{s}");
+    assert!(s.contains("b -&gt; a: &lt;x&gt;"), "{s}");
+}

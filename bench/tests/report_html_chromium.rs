@@ -1,0 +1,177 @@
+//! report.html as a person sees it: headless Chromium renders a report to a
+//! PNG, which must not be blank and must show the pair heatmap (pixels of
+//! its colours). Without Chromium the test says so and skips, unless
+//! ERDMA_REQUIRE_CHROMIUM=1 (scripts/test.sh, whose setup installs it),
+//! where its absence fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use erdma_bench::cluster::html;
+use serde_json::{Value, json};
+
+/// Four hosts, every direction at 80 Gb/s but one at 40 and one failed;
+/// an NCCL stage per host and one across them; a traffic row per host.
+fn document() -> Value {
+    let hosts: Vec<Value> = (0..4)
+        .map(|i| {
+            json!({"rank": i, "host": format!("gpu-node-{i:02}"), "label": format!("gpu-node-{i:02}"),
+                   "status": if i == 2 { "fail" } else { "ok" },
+                   "summary": {"ok": 21, "warn": 0, "fail": if i == 2 {1} else {0}, "skip": 2}})
+        })
+        .collect();
+    let mut gbps = vec![vec![json!(80.0); 4]; 4];
+    for (i, row) in gbps.iter_mut().enumerate() {
+        row[i] = Value::Null;
+    }
+    gbps[2][3] = json!(40.0);
+    gbps[3][1] = Value::Null;
+    let rows = |scale: f64| -> Vec<Value> {
+        (3..31)
+            .step_by(3)
+            .map(|e| {
+                let size = 2f64.powi(e);
+                let bw = scale * size / (size + 4e6);
+                json!({"size": size, "count": size / 4.0, "type": "float",
+                       "algbw": bw, "busbw": bw * 1.5, "time_us": 5.0, "wrong": 0})
+            })
+            .collect()
+    };
+    let stages: Vec<Value> = (0..4)
+        .map(|i| {
+            json!({"name": format!("host gpu-node-{i:02}"), "scope": "host",
+                   "hosts": [format!("gpu-node-{i:02}")], "collective": "all_reduce",
+                   "status": "ok", "error": null, "rows": rows(40.0 + i as f64),
+                   "expected_busbw": null, "expected_why": "", "baseline_rows": null})
+        })
+        .chain(std::iter::once(json!({
+            "name": "cluster", "scope": "cluster",
+            "hosts": ["gpu-node-00", "gpu-node-01", "gpu-node-02", "gpu-node-03"],
+            "collective": "all_reduce", "status": "fail", "error": "busbw 0.6 of expected",
+            "rows": rows(12.0), "expected_busbw": 20.0,
+            "expected_why": "slowest NIC 80 Gb/s x 2 NICs",
+            "baseline_rows": rows(19.0)})))
+        .collect();
+    json!({
+        "tool": "erdma-cluster", "version": "0.1.0", "host": "gpu-node-00",
+        "date": "2026-12-05T03:30:00Z",
+        "command": ["erdma-cluster", "--pairs", "--devices", "erdma_0", "--out", "report"],
+        "status": "fail", "exit_status": 2, "hosts": hosts,
+        "problems": [{"id": "rdma.ports", "status": "fail", "hosts": ["gpu-node-02"],
+                      "found": "erdma_0 port 1 is DOWN", "fix": "check the NIC's link"}],
+        "across": [],
+        "pairs": {"test": "write_bw", "unit": "Gb/s", "status": "fail", "gbps": gbps,
+                  "runs": [{"client": 3, "server": 1, "role": "client", "gbps": null,
+                            "error": "ibv_poll_cq: transport retry counter exceeded",
+                            "doc": null}]},
+        "nccl": {"backend": "mpi", "why": "no GPU: host memory", "status": "fail",
+                 "stages": stages},
+        "traffic": {"status": "warn", "rows": (0..4).map(|i| json!({
+            "host": format!("gpu-node-{i:02}"), "nic": "erdma_0", "stage": "cluster",
+            "tx_bytes": null, "rx_bytes": null, "expected_bytes": 3221225472u64,
+            "errors": {}, "verdict": "cannot prove", "why": "no byte counters"})).collect::<Vec<_>>()},
+        "verdicts": [{"kind": "link", "hosts": ["gpu-node-03", "gpu-node-01"], "nic": 0,
+                      "why": "gpu-node-03 -> gpu-node-01 failed: transport retry counter exceeded",
+                      "numbers": {}}]
+    })
+}
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|name| {
+            std::env::var_os("PATH")?
+                .to_str()?
+                .split(':')
+                .map(|d| Path::new(d).join(name))
+                .find(|p| p.is_file())
+        })
+}
+
+/// The screenshot's pixels as RGB.
+fn decode(png_path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let mut dec = png::Decoder::new(std::fs::File::open(png_path).expect("the screenshot"));
+    dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = dec.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    let step = match info.color_type {
+        png::ColorType::Rgb => 3,
+        png::ColorType::Rgba => 4,
+        other => panic!("unexpected PNG colour type {other:?}"),
+    };
+    let px = buf[..info.buffer_size()]
+        .chunks_exact(step)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width, info.height, px)
+}
+
+fn near(p: [u8; 3], hex: &str) -> bool {
+    let c = |i: usize| i16::from_str_radix(&hex[i..i + 2], 16).unwrap();
+    (0..3).all(|k| (p[k] as i16 - c(1 + 2 * k)).abs() <= 8)
+}
+
+#[test]
+fn chromium_shows_the_heatmap() {
+    let Some(browser) = chromium() else {
+        let why = "SKIPPED chromium_shows_the_heatmap: no chromium on PATH \
+                   (apt-get install chromium; scripts/setup.sh installs it)";
+        assert!(
+            std::env::var("ERDMA_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
+            "{why}, and ERDMA_REQUIRE_CHROMIUM=1"
+        );
+        eprintln!("{why}");
+        return;
+    };
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("report.html");
+    std::fs::write(&page, html::render(&document())).unwrap();
+    let shot = dir.join("report.png");
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--window-size=1200,2000",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium");
+    assert!(
+        shot.is_file(),
+        "chromium wrote no screenshot (exit {:?}): {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (w, h, px) = decode(&shot);
+    eprintln!("screenshot {} ({w}x{h})", shot.display());
+    assert_eq!((w, h), (1200, 2000));
+    let white = px.iter().filter(|p| near(**p, "#ffffff")).count();
+    let inked = px.len() - white;
+    assert!(
+        inked > px.len() / 20,
+        "the page is (almost) blank: {inked} of {} pixels not white",
+        px.len()
+    );
+    // The heatmap: 9 cells at the median (ratio 1.0), one failed.
+    let at_median = px.iter().filter(|p| near(**p, "#91cf60")).count();
+    let failed = px.iter().filter(|p| near(**p, "#3d3d3d")).count();
+    assert!(
+        at_median > 9 * 1000,
+        "the heatmap's cells at the median colour: {at_median} pixels"
+    );
+    assert!(failed > 1000, "the failed cell: {failed} pixels");
+    // The verdict banner (fail: light red) is on the page too.
+    let banner = px.iter().filter(|p| near(**p, "#fde8e6")).count();
+    assert!(banner > 20_000, "the verdict banner: {banner} pixels");
+}
