@@ -189,15 +189,14 @@ fn summary(doc: &Value) -> String {
             ))
     );
     let word = match class {
-        "ok" => "READY: every check and stage passed",
-        "warn" => "WARNINGS: usable, read the warnings",
-        "fail" => "NOT READY: something failed",
+        "ok" => "OK: ready, every check and stage passed",
+        "warn" => "WARN: usable, read the warnings below",
+        "fail" => "FAIL: not ready, something failed",
         _ => "result unknown",
     };
     let _ = write!(
         s,
-        r#"<div class="verdict v-{class}"><div class="big">{} &#8212; {word}</div>"#,
-        esc(&status.to_uppercase()),
+        r#"<div class="verdict v-{class}"><div class="big">{word}</div>"#
     );
     let _ = write!(
         s,
@@ -533,7 +532,15 @@ fn pairs(doc: &Value) -> String {
         }
     );
     let base = baseline_ratios(doc);
-    for r in rails(p) {
+    let mut rails = rails(p);
+    if let [r] = rails.as_mut_slice()
+        && r.rail.is_none()
+    {
+        r.devices = option(doc, "--devices")
+            .map(|d| d.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+    }
+    for r in rails {
         s.push_str(&rail_heatmap(&r, &names, &base, &failed_pairs(doc)));
     }
     s.push_str(&pair_failures(doc, &names));
@@ -566,6 +573,7 @@ fn rail_heatmap(
     };
     if !r.devices.is_empty() {
         let mut d = r.devices.clone();
+        d.sort();
         d.dedup();
         title.push_str(&format!(" ({})", d.join(", ")));
     }
@@ -604,8 +612,12 @@ fn rail_heatmap(
                     };
                     let against = if use_base { "baseline" } else { "median" };
                     let tip = match ratio {
-                        Some(x) => format!("{who}: {g:.2} Gb/s, {x:.3} of the {against}"),
-                        None => format!("{who}: {g:.2} Gb/s, no {against} to compare"),
+                        Some(x) => {
+                            format!("{who}: {} Gb/s, {x:.3} of the {against}", svg::gbps_text(g))
+                        }
+                        None => {
+                            format!("{who}: {} Gb/s, no {against} to compare", svg::gbps_text(g))
+                        }
                     };
                     Cell::Value {
                         gbps: g,
@@ -623,7 +635,7 @@ fn rail_heatmap(
         "the baseline (same pair)".to_owned()
     } else {
         med.map_or("the median (none)".to_owned(), |m| {
-            format!("the median, {m:.2} Gb/s")
+            format!("the median, {} Gb/s", svg::gbps_text(m))
         })
     };
     s.push_str(&svg::legend(&reference));
@@ -633,7 +645,7 @@ fn rail_heatmap(
             "<p class=\"meta\">slowest: {} &#8594; {}, {} Gb/s</p>",
             esc(&label(names, i)),
             esc(&label(names, j)),
-            svg::trim_num(g)
+            svg::gbps_text(g)
         );
     }
     s

@@ -87,7 +87,8 @@ pub fn heatmap(labels: &[String], cells: &[Vec<Cell>]) -> String {
     let longest = labels.iter().map(|l| l.chars().count().min(24)).max();
     let lw = (longest.unwrap_or(4) as f64 * 7.0 + 14.0).max(40.0);
     let top = lw * 0.72 + 12.0;
-    let (w, h) = (lw + n as f64 * cs + 24.0, top + n as f64 * cs + 8.0);
+    // The last column's label leans right past the matrix.
+    let (w, h) = (lw + n as f64 * cs + lw * 0.8, top + n as f64 * cs + 8.0);
     let mut s = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="heatmap" width="{w:.0}" height="{h:.0}" viewBox="0 0 {w:.0} {h:.0}" role="img">"#
     );
@@ -128,7 +129,7 @@ fn cell_svg(cell: &Cell, x: f64, y: f64, cs: f64) -> String {
         ),
         Cell::Value { gbps, ratio, tip } => {
             let fill = ratio.map_or(NO_REFERENCE.to_owned(), ratio_colour);
-            let mut lines = vec![format!("{gbps:.1}")];
+            let mut lines = vec![gbps_text(*gbps)];
             lines.extend(ratio.map(|r| format!("{r:.2}x")));
             ("cell", fill, tip, lines)
         }
@@ -153,6 +154,21 @@ fn cell_svg(cell: &Cell, x: f64, y: f64, cs: f64) -> String {
         }
     }
     s
+}
+
+/// A bandwidth with three significant digits or so (rig links move
+/// hundredths of a Gb/s, eRDMA hundreds).
+pub fn gbps_text(g: f64) -> String {
+    let a = g.abs();
+    if a >= 100.0 {
+        format!("{g:.0}")
+    } else if a >= 10.0 {
+        format!("{g:.1}")
+    } else if a >= 1.0 {
+        format!("{g:.2}")
+    } else {
+        format!("{g:.3}")
+    }
 }
 
 /// The heatmap's legend: the colour scale from 0.5 to 1.1 and the

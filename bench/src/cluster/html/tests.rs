@@ -172,7 +172,7 @@ fn todays_document_is_a_well_formed_page_with_its_sections() {
     let body = d.descendants().find(|n| n.has_tag_name("body")).unwrap();
     let first = body.first_element_child().unwrap();
     assert_eq!(first.tag_name().name(), "h1");
-    assert!(html.find("NOT READY").unwrap() < html.find("id=\"hosts\"").unwrap());
+    assert!(html.find("FAIL: not ready").unwrap() < html.find("id=\"hosts\"").unwrap());
 }
 
 #[test]
@@ -385,5 +385,8 @@ fn a_heatmap_cell_knows_its_numbers() {
     ];
     let s = svg::heatmap(&["a".into(), "b".into()], &cells);
     assert!(s.contains("12.5") && s.contains("0.80x"), "{s}");
+    assert_eq!(svg::gbps_text(0.0612), "0.061");
+    assert_eq!(svg::gbps_text(96.5), "96.5");
+    assert_eq!(svg::gbps_text(190.4), "190");
     assert!(s.contains("b -&gt; a: &lt;x&gt;"), "{s}");
 }
