@@ -396,7 +396,7 @@ fn tcp_with_a_stopped_rank(n: usize, stop: usize, port: &str) -> (Vec<Option<End
     ends.insert(stop, None);
     // Killed only now: the others must have ended by themselves.
     drop(stopped);
-    // -T (3 s) and at most 5 s more (README: the census's 3 s, 1 s to let
+    // -T (3 s) and at most 5 s more (docs/tools/collectives.md: the census's 3 s, 1 s to let
     // the others print, the abort), plus 2 s for a loaded machine.
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     (ends, pid)

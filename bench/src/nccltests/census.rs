@@ -29,7 +29,7 @@ use super::job;
 /// star waits [`ROOT_WINDOW`] for the others' notices (less, so that a
 /// rank 0 that joins late still answers in time), MPI ranks and TCP leaves
 /// this long. With the grace before the job ends, every live rank exits
-/// within 5 s of its timeout (README: "Hangs and dead peers").
+/// within 5 s of its timeout (docs/tools/collectives.md: "Hangs and dead peers").
 pub const WINDOW: Duration = Duration::from_secs(3);
 
 /// How long rank 0 of the TCP star waits for the other ranks' notices.

@@ -1,7 +1,7 @@
 //! Errors and exit statuses of `erdma-perf`.
 //!
 //! Every failure is one line on stderr, `erdma-perf: <what failed>: <why>:
-//! <how to fix>`, and a documented exit status (`erdma-perf --help`, README).
+//! <how to fix>`, and a documented exit status (`erdma-perf --help`, docs/tools/erdma-perf.md).
 
 use std::fmt;
 

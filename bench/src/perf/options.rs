@@ -1,7 +1,7 @@
 //! The command line: perftest's option letters and long names (perftest
 //! 4.5-0.17), the same defaults and the same consistency rules
 //! (`force_dependecies`), plus erdma-perf's own long options. Deliberate
-//! differences are listed in [`USAGE`] and the README.
+//! differences are listed in [`USAGE`] and docs/tools/erdma-perf.md.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -352,7 +352,7 @@ Usage:
   erdma_TEST [options] [SERVER]        the same, when the binary is called erdma_TEST (a link)
 TEST: write_bw read_bw send_bw write_lat read_lat send_lat atomic_bw atomic_lat
 Both sides must run the same test with the same options (as with perftest). The peer may be
-erdma-perf or perftest 4.5 (ib_write_bw & co.); see the README for what interoperates.
+erdma-perf or perftest 4.5 (ib_write_bw & co.); see docs/tools/erdma-perf.md for what interoperates.
 
 perftest options:
   -a, --all                 run sizes from 2 B to 8 MiB

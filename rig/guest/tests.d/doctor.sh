@@ -189,7 +189,7 @@ cl.sendall(b"x" * (4 << 20)); cl.close(); t.join()' >"$j" || return 1
   (( txp <= 5 && ndtx >= 4 << 20 ))
 }
 # The MPI backend's all_reduce with Open MPI's TCP transport over veth0: its
-# bytes are on the interface, none on rxe (see README: Open MPI's RDMA
+# bytes are on the interface, none on rxe (see docs/tools/erdma-stat.md: Open MPI's RDMA
 # transports cannot run over rxe).
 stat_mpi_tcp() {
   local j=$LOGS/stat-mpi-tcp.json
