@@ -21,6 +21,7 @@
 # pair's document); CASE is `cluster` on real hosts, `rxe` and `siw` in the VM.
 #
 # usage: scripts/quickstart.sh [erdma-cluster options...]   (added to every job)
+#        (scripts/quickstart.sh --in-rig [options...] is the part run inside the VM)
 #   env: ERDMA_HOSTS (above), ERDMA_PERF_ARGS (erdma-perf options of each pair on
 #        real hosts, default "-s 1048576 -n 1000 --report_gbits")
 # exit status: setup 1, build 101; then erdma-cluster's (0 ok, 1 warnings,
@@ -79,7 +80,7 @@ cluster_job() {
 if [[ ${1:-} == --in-rig ]]; then
   shift
   export SMALL=1
-  mpi=(--mca pml ob1 --mca btl self,vader,tcp)
+  mpi=(--mca pml ob1 --mca btl "self,vader,tcp")
   worst=0
   cluster_job rxe 2 rxe0,rxe1 "-x ${ERDMA_RIG_RXE_GID_INDEX:-1} -s 65536 -n 200 --report_gbits" 18600 \
     "${mpi[@]}" -- --skip gpu "$@" || worst=$?
