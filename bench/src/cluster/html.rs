@@ -49,6 +49,12 @@ fn plain(v: &Value) -> String {
     }
 }
 
+/// A string value that says something (none when absent, not a string or
+/// empty: a stage writes "" for "no command").
+fn text(v: &Value) -> Option<&str> {
+    v.as_str().filter(|s| !s.trim().is_empty())
+}
+
 /// The elements of an array value (none when it is not one).
 fn items(v: &Value) -> &[Value] {
     v.as_array().map_or(&[], Vec::as_slice)
@@ -377,7 +383,7 @@ fn verdicts(doc: &Value) -> String {
         return s;
     }
     s.push_str(
-        "<table><tr><th>kind</th><th>hosts</th><th>NIC</th><th>why</th><th>numbers</th></tr>",
+        "<table><tr><th>kind</th><th>hosts</th><th>NIC</th><th>why</th><th>numbers</th><th>retested</th></tr>",
     );
     for v in list {
         let hosts: Vec<String> = items(&v["hosts"]).iter().map(plain).collect();
@@ -389,12 +395,17 @@ fn verdicts(doc: &Value) -> String {
             .collect();
         let _ = write!(
             s,
-            "<tr><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><b>{}</b></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&plain(&v["kind"])),
             esc(&hosts.join(", ")),
             esc(&plain(&v["nic"])),
             esc(&plain(&v["why"])),
-            esc(&numbers.join(", "))
+            esc(&numbers.join(", ")),
+            match v["retested"] {
+                Value::Bool(true) => "yes",
+                Value::Bool(false) => "no",
+                _ => "",
+            }
         );
     }
     s.push_str("</table>");
@@ -521,7 +532,7 @@ fn pairs(doc: &Value) -> String {
     let mut s = format!(
         "<h2 id=\"pairs\">NIC pairs {}</h2><p>erdma-perf <code>{}</code> between every two ranks, \
          both directions; each cell is the client's (row) bandwidth to the server (column) in {}, \
-         coloured by its ratio to {}. Hover a cell for its numbers.</p>",
+         coloured by its ratio to {}.{} Hover a cell for its numbers.</p>",
         badge(&plain(&p["status"])),
         esc(&plain(&p["test"])),
         esc(p["unit"].as_str().unwrap_or("Gb/s")),
@@ -529,6 +540,11 @@ fn pairs(doc: &Value) -> String {
             "the same pair in the baseline (rail 0; other rails: their median)"
         } else {
             "the median of its matrix"
+        },
+        if p["verified"] == Value::Bool(true) {
+            " Every byte received was checked."
+        } else {
+            ""
         }
     );
     let base = baseline_ratios(doc);
@@ -680,8 +696,8 @@ fn failed_pairs(doc: &Value) -> Vec<FailedPair> {
         let (c, sv) = (c as usize, sv as usize);
         let rail = run["rail"].as_u64();
         let mut error = plain(&run["error"]);
-        if run["verified"] == Value::Bool(false) && error.is_empty() {
-            error = "the payload was not verified".into();
+        if run["corrupt"] == Value::Bool(true) && error.is_empty() {
+            error = "the payload arrived corrupted".into();
         }
         if error.is_empty() {
             continue;
@@ -693,7 +709,7 @@ fn failed_pairs(doc: &Value) -> Vec<FailedPair> {
         {
             Some(f) => {
                 f.errors.push(error);
-                if let Some(r) = run["rerun"].as_str() {
+                if let Some(r) = text(&run["rerun"]) {
                     f.rerun = r.to_owned();
                 }
             }
@@ -702,8 +718,7 @@ fn failed_pairs(doc: &Value) -> Vec<FailedPair> {
                 client: c,
                 server: sv,
                 errors: vec![error],
-                rerun: run["rerun"]
-                    .as_str()
+                rerun: text(&run["rerun"])
                     .map_or_else(|| pair_rerun(doc, run, c, sv), str::to_owned),
             }),
         }
@@ -842,9 +857,12 @@ fn nccl(doc: &Value) -> String {
     }
     let stages = items(&n["stages"]);
     let mut s = format!(
-        "<h2 id=\"nccl\">NCCL {}</h2><p>backend <b>{}</b>{}</p>",
+        "<h2 id=\"nccl\">NCCL {}</h2><p>backend <b>{}</b>{}{}</p>",
         badge(&plain(&n["status"])),
         esc(&plain(&n["backend"])),
+        n["gpus_per_rank"]
+            .as_u64()
+            .map_or(String::new(), |g| format!(", {g} GPU(s) per rank")),
         match n["why"].as_str() {
             Some(w) if !w.is_empty() => format!(": {}", esc(w)),
             _ => String::new(),
@@ -943,9 +961,7 @@ fn stage_table(doc: &Value, stages: &[Value]) -> String {
         let failed = st["status"] == "fail" || !st["error"].is_null();
         let mut fix = esc(&plain(&st["error"]));
         if failed {
-            let rerun = st["rerun"]
-                .as_str()
-                .map_or_else(|| stage_rerun(doc, st), str::to_owned);
+            let rerun = text(&st["rerun"]).map_or_else(|| stage_rerun(doc, st), str::to_owned);
             let _ = write!(fix, "<pre>{}</pre>", esc(&rerun));
         }
         let _ = write!(
@@ -960,7 +976,12 @@ fn stage_table(doc: &Value, stages: &[Value]) -> String {
             esc(&plain(&st["collective"])),
             at_size(last("rows")),
             expected,
-            at_size(last("baseline_rows")),
+            at_size(last("baseline_rows"))
+                + if st["below_baseline"] == Value::Bool(true) {
+                    " (below)"
+                } else {
+                    ""
+                },
             wrong,
             json,
             fix
@@ -994,6 +1015,16 @@ fn stage_rerun(doc: &Value, st: &Value) -> String {
     cmd
 }
 
+/// A direction's bytes, else its packets (rxe counts packets only), else
+/// "not counted".
+fn counted(row: &Value, dir: &str) -> String {
+    let b = &row[format!("{dir}_bytes")];
+    match row[format!("{dir}_packets")].as_u64() {
+        Some(p) if b.is_null() => format!("{p} packets"),
+        _ => bytes(b),
+    }
+}
+
 /// The traffic proof: per host, NIC and stage, the bytes the NIC moved
 /// against what the collective had to send.
 fn traffic(doc: &Value) -> String {
@@ -1023,8 +1054,8 @@ fn traffic(doc: &Value) -> String {
             esc(&plain(&r["host"])),
             esc(&plain(&r["nic"])),
             esc(&plain(&r["stage"])),
-            bytes(&r["tx_bytes"]),
-            bytes(&r["rx_bytes"]),
+            counted(r, "tx"),
+            counted(r, "rx"),
             if r["expected_bytes"].is_null() {
                 "-".to_owned()
             } else {

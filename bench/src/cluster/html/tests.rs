@@ -74,8 +74,14 @@ fn full() -> Value {
          "rerun": "mpirun -np 2 -H h2,h1 erdma-cluster --pairs --devices erdma_1,erdma_1"},
         {"client": 1, "server": 2, "role": "client", "gbps": null, "error": "payload corrupted",
          "doc": null, "rail": 0, "client_device": "erdma_0", "server_device": "erdma_0",
-         "verified": false, "rerun": "RERUN-PAIR-1-2"}
+         "verified": true, "corrupt": true, "rerun": "RERUN-PAIR-1-2"},
+        {"client": 0, "server": 2, "role": "client", "gbps": null, "error": null,
+         "doc": null, "rail": 1, "client_device": "erdma_1", "server_device": "erdma_1",
+         "verified": true, "corrupt": true, "rerun": ""},
+        {"client": 0, "server": 1, "role": "client", "gbps": 90.0, "error": null,
+         "doc": null, "rail": 1, "verified": false, "corrupt": false, "rerun": ""}
     ]);
+    d["pairs"]["verified"] = json!(true);
     d["nccl"] = json!({
         "backend": "mpi", "why": "no GPU on these hosts: host memory", "status": "fail",
         "stages": [
@@ -102,7 +108,10 @@ fn full() -> Value {
          "why": "NCCL_IB_DISABLE=1: NCCL used sockets"},
         {"host": "h2", "nic": "erdma_0", "stage": "cluster", "tx_bytes": null, "rx_bytes": null,
          "expected_bytes": null, "errors": {}, "verdict": "cannot prove",
-         "why": "the driver has no byte counters"}]});
+         "why": "the driver has no byte counters"},
+        {"host": "h2", "nic": "rxe0", "stage": "cluster", "tx_bytes": null, "rx_bytes": null,
+         "tx_packets": 1200, "rx_packets": 1100, "expected_bytes": null, "errors": {},
+         "verdict": "cannot prove", "why": "rxe counts packets only"}]});
     d["verdicts"] = json!([
         {"kind": "nic", "hosts": [EVIL], "nic": 0, "why": "payload corrupted on erdma_0",
          "numbers": {"gbps": 0}},
@@ -293,6 +302,17 @@ fn failed_pairs_and_stages_carry_a_command_that_reruns_only_them() {
     // The newer documents give theirs; a stage without one gets a built one.
     let html = render(&full());
     assert!(html.contains("RERUN-PAIR-1-2"));
+    // A corrupted run without an error line fails; an empty "rerun" is
+    // replaced by a built command; an unverified good run is no failure.
+    assert!(
+        html.contains("client side: the payload arrived corrupted"),
+        "{html}"
+    );
+    assert!(
+        html.contains("mpirun -np 2 -H h0,h2 erdma-cluster --pairs --pair-test write_bw --devices erdma_1,erdma_1"),
+        "{html}"
+    );
+    assert_eq!(html.matches("<pre>").count(), 3, "2 pairs, 1 stage: {html}");
     assert!(
         !html.contains("RERUN-H0"),
         "a stage that passed needs no rerun"
@@ -326,6 +346,11 @@ fn traffic_and_verdicts_are_shown_with_their_why() {
     let html = render(&full());
     assert!(html.contains("3.00 GiB"), "tx bytes with a unit");
     assert!(html.contains("not counted"), "null counters are not 0");
+    assert!(
+        html.contains("1200 packets"),
+        "packets where bytes are not counted"
+    );
+    assert!(html.contains("Every byte received was checked."));
     assert!(html.contains("retrans +12"));
     assert!(html.contains("NCCL_IB_DISABLE=1: NCCL used sockets"));
     assert!(html.contains("payload corrupted on erdma_0"));
