@@ -42,7 +42,7 @@ nccl_opts() {  # nccl_opts SMALL(0|1)
   grep -qE -- '--nccl([^-[:alnum:]_]|$)' <<<"$help" || return 0
   printf '%s\n' --nccl
   if [[ $1 == 1 ]] && grep -q -- '--nccl-args' <<<"$help"; then
-    printf '%s\n' --nccl-args "-b 8 -e 4M -f 4"
+    printf '%s\n' --nccl-args "-b 8 -e 4M -f 4 -c 1"
   fi
 }
 
