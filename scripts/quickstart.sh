@@ -23,7 +23,8 @@
 # usage: scripts/quickstart.sh [erdma-cluster options...]   (added to every job)
 #        (scripts/quickstart.sh --in-rig [options...] is the part run inside the VM)
 #   env: ERDMA_HOSTS (above), ERDMA_PERF_ARGS (erdma-perf options of each pair on
-#        real hosts, default "-s 1048576 -n 1000 --report_gbits")
+#        real hosts, default "-x 1 -s 1048576 -n 1000 --report_gbits": eRDMA's IPv4
+#        RoCE v2 GID in its RoCE-style mode, ignored by iWARP devices, which use RDMA CM)
 # exit status: setup 1, build 101; then erdma-cluster's (0 ok, 1 warnings,
 #   2 a failure, 3 bad arguments, 4 a report not written, 5 a rank lost); in the
 #   VM a warning is expected (two ranks share one host) and counts as 0.
@@ -109,7 +110,7 @@ mapfile -t nics < <(ls /sys/class/infiniband 2>/dev/null)
 rc=0
 if [[ ${#nics[@]} -gt 0 ]]; then
   [[ $ngpus -gt 0 ]] || set -- --skip gpu "$@"
-  perf=${ERDMA_PERF_ARGS:--s 1048576 -n 1000 --report_gbits}
+  perf=${ERDMA_PERF_ARGS:--x 1 -s 1048576 -n 1000 --report_gbits}   # -x 1: eRDMA RoCE-style GID; ignored with RDMA CM
   if [[ -n ${ERDMA_HOSTS:-} ]]; then
     IFS=, read -r -a hosts <<<"$ERDMA_HOSTS"
     cluster_job cluster "${#hosts[@]}" "" "$perf" 18600 -H "$ERDMA_HOSTS" --map-by ppr:1:node -- "$@" || rc=$?
