@@ -116,12 +116,28 @@ else
 fi
 say "buildah bud $(basename "$DOCKERFILE") (BINARIES=$([[ $FULL == 1 ]] && echo build || echo prebuilt))"
 tb=$SECONDS
+old=$(B inspect --type image -f '{{.FromImageID}}' "$IMG" 2>/dev/null || true)
+# tidy: removes every container and the untagged childless images (forced:
+# a failed bud can leave containers that only that removes).
+tidy() {
+  local id
+  B rm --all >/dev/null 2>&1 || true
+  for id in $(B images -a -q --filter dangling=true 2>/dev/null); do B rmi -f "$id" >/dev/null 2>&1 || true; done
+}
 if ! B bud "${args[@]}" "$CTX" >"$CACHE/build.log" 2>&1; then
+  tidy
   echo "container-check.sh: building $DOCKERFILE failed (log: $CACHE/build.log):" >&2
   grep -E '^(error|Error|STEP|E: )|: (not found|No such file)' "$CACHE/build.log" | tail -8 >&2
   exit 1
 fi
-say "built $IMG in $((SECONDS - tb)) s ($(B inspect --type image -f '{{.FromImageID}}' "$IMG" | cut -c1-12))"
+new=$(B inspect --type image -f '{{.FromImageID}}' "$IMG")
+say "built $IMG in $((SECONDS - tb)) s (${new:0:12})"
+# Every vfs layer and container is a full copy of the root (~500 MB): the
+# working containers bud leaves behind (stages FROM another stage), the
+# previous image's layers above the cached ones and the untagged images left
+# without children go. (This storage is this script's alone.)
+if [[ -n $old && $old != "$new" ]]; then B rmi "$old" >/dev/null 2>&1 || true; fi
+tidy
 
 # ---- 3. the tools inside
 ctr=$(B from --pull-never "$IMG")
@@ -178,7 +194,9 @@ say "erdma-compare --help: $(grep -m1 '^Usage: ' <<<"$out")"
 if [[ $EXPORT == 1 ]]; then
   mnt=$(B mount "$ctr")
   rm -rf "$CACHE/rootfs.part"
-  cp -a "$mnt/." "$CACHE/rootfs.part"
+  # Hard links: instant, and nothing writes to these files (the rig's runner
+  # mounts tmpfs where the container writes).
+  cp -al "$mnt/." "$CACHE/rootfs.part"
   B umount "$ctr" >/dev/null
   # Docker creates /.dockerenv in every container it starts; the rig's
   # runner (rig/guest/container-run.sh) plays docker with this copy.
