@@ -142,7 +142,24 @@ tidy
 # ---- 3. the tools inside
 ctr=$(B from --pull-never "$IMG")
 trap 'B rm "$ctr" >/dev/null 2>&1 || true; [[ ${CTX:-} == "$REPO" ]] || rm -rf "${CTX:-}"' EXIT
-inside() { B run --isolation chroot "$ctr" -- "$@"; }
+# inside [RUN_ARGS...] -- CMD...: CMD's output and exit status, run in the
+# container. The output goes through a file in a bind-mounted directory, and
+# buildah run itself always sees status 0: with chroot isolation it now and
+# then drops all of a command's stdout when the command exits non-zero (1 of
+# 6 doctor runs here).
+OUT=$CACHE/out
+inside() {
+  local ra=()
+  while [[ $1 != -- ]]; do ra+=("$1"); shift; done
+  shift
+  rm -rf "$OUT" && mkdir -p "$OUT"
+  B run --isolation chroot -v "$OUT:/out" "${ra[@]}" "$ctr" -- \
+    bash -c '"$@" >/out/stdout 2>/out/stderr; echo $? >/out/rc' inside "$@" >/dev/null 2>"$CACHE/run.err" \
+    || { cat "$CACHE/run.err" >&2; return 125; }
+  [[ -f $OUT/rc ]] || { echo "buildah run left no exit status" >&2; return 125; }
+  cat "$OUT/stdout"; cat "$OUT/stderr" >&2
+  return "$(<"$OUT/rc")"
+}
 fail() { echo "container-check.sh: inside the image: $*" >&2; exit 2; }
 
 # doctor [RUN_ARGS...]: the flags the doctor's container.flags check says are
@@ -151,8 +168,7 @@ fail() { echo "container-check.sh: inside the image: $*" >&2; exit 2; }
 doctor() {
   local rc flags
   set +e
-  (ulimit -l 64 && B run --isolation chroot "$@" "$ctr" -- erdma-doctor --json) \
-    >"$CACHE/doctor.json" 2>"$CACHE/doctor.err"; rc=$?
+  (ulimit -l 64 && inside "$@" -- erdma-doctor --json) >"$CACHE/doctor.json" 2>"$CACHE/doctor.err"; rc=$?
   set -e
   [[ $rc -le 2 ]] || fail "erdma-doctor --json exited $rc: $(head -3 "$CACHE/doctor.err")"
   flags=$(jq -c '.checks[] | select(.id == "container.flags")' "$CACHE/doctor.json") \
@@ -173,20 +189,20 @@ missing=$(doctor --cap-add CAP_IPC_LOCK)
 [[ $missing != *"--ulimit memlock=-1"* ]] || fail "with CAP_IPC_LOCK the doctor still asks for --ulimit memlock=-1"
 
 set +e
-out=$(inside devinfo 2>&1); rc=$?
+out=$(inside -- devinfo 2>&1); rc=$?
 set -e
 # No RDMA device on a CI machine (3); in a VM with devices, 0.
 [[ $rc == 0 || $rc == 3 ]] || fail "devinfo exited $rc: $out"
 say "devinfo (exit $rc): $(head -1 <<<"$out")"
 
 # Two ranks, two processes, the TCP rendezvous (no MPI), --backend host.
-out=$(inside bash -c 'for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+out=$(inside -- bash -c 'for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
   all_reduce_perf -b 8 -e 64K -f 8 --backend host -c 1 >/tmp/rank$r.log 2>&1 & done; wait -n && wait -n
   rc=$?; cat /tmp/rank0.log; exit $rc' 2>&1) || fail "all_reduce_perf, 2 ranks: $out"
 grep -q '# Out of bounds values : 0 OK' <<<"$out" || fail "all_reduce_perf, 2 ranks, no clean data check: $out"
 say "all_reduce_perf --backend host, 2 ranks over TCP: $(grep -E '^ +[0-9]+ +[0-9]+ +float' <<<"$out" | tail -1 | awk '{print $1 " B in " $6 " us, " $9 " wrong"}')"
 
-out=$(inside erdma-compare --help 2>&1) || fail "erdma-compare --help: $out"
+out=$(inside -- erdma-compare --help 2>&1) || fail "erdma-compare --help: $out"
 grep -q '^Usage: erdma-compare ' <<<"$out" || fail "erdma-compare --help printed no usage: $out"
 say "erdma-compare --help: $(grep -m1 '^Usage: ' <<<"$out")"
 
