@@ -196,9 +196,10 @@ set -e
 say "devinfo (exit $rc): $(head -1 <<<"$out")"
 
 # Two ranks, two processes, the TCP rendezvous (no MPI), --backend host.
-out=$(inside -- bash -c 'for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
-  all_reduce_perf -b 8 -e 64K -f 8 --backend host -c 1 >/tmp/rank$r.log 2>&1 & done; wait -n && wait -n
-  rc=$?; cat /tmp/rank0.log; exit $rc' 2>&1) || fail "all_reduce_perf, 2 ranks: $out"
+out=$(inside -- bash -c 'p=(); for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 \
+  all_reduce_perf -b 8 -e 64K -f 8 --backend host -c 1 >/tmp/rank$r.log 2>&1 & p+=($!); done
+  rc=0; for pid in "${p[@]}"; do wait "$pid" || rc=$?; done
+  cat /tmp/rank0.log; [[ $rc == 0 ]] || { echo "a rank exited $rc:"; cat /tmp/rank1.log; }; exit $rc' 2>&1) || fail "all_reduce_perf, 2 ranks: $out"
 grep -q '# Out of bounds values : 0 OK' <<<"$out" || fail "all_reduce_perf, 2 ranks, no clean data check: $out"
 say "all_reduce_perf --backend host, 2 ranks over TCP: $(grep -E '^ +[0-9]+ +[0-9]+ +float' <<<"$out" | tail -1 | awk '{print $1 " B in " $6 " us, " $9 " wrong"}')"
 
