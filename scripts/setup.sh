@@ -4,7 +4,8 @@
 # Installs (apt): rdma-core headers and tools (libibverbs-dev, librdmacm-dev,
 # ibverbs-utils, perftest, rdmacm-utils), libclang (bindgen), Open MPI, jq (rig
 # checks of JSON output), chromium (renders erdma-cluster's report.html to a PNG
-# in a test), hadolint (pip); NVRTC
+# in a test), buildah and debootstrap (the Dockerfile built by
+# scripts/container-check.sh), hadolint (pip); NVRTC
 # with the CUDA 13 and NCCL 2.28.3 headers from NVIDIA's pip wheels; then
 # prepares the test rig with rig/setup.sh (QEMU, Debian's kernel, virtme-ng,
 # siw.ko), which owns the rig's own package list.
@@ -21,7 +22,8 @@ RIG=1
 PKGS=(build-essential pkg-config git curl ca-certificates
       rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest rdmacm-utils
       libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv jq
-      chromium)
+      chromium             # bench/tests/report_html_chromium.rs: report.html rendered
+      buildah debootstrap)   # scripts/container-check.sh: the Dockerfile built without a daemon
 
 SUDO=
 [[ $(id -u) == 0 ]] || SUDO=sudo
