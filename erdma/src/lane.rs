@@ -64,7 +64,7 @@ use erdma_sys as sys;
 use crate::cq::{CompletionQueue, WcOpcode, WcStatus, poll_error};
 use crate::error::{Error, Result};
 use crate::ffi::Ptr;
-use crate::mr::{LocalSlice, MemoryRegion};
+use crate::mr::{HostMemory, LocalSlice, MemoryRegion};
 use crate::qp::{QpState, QueuePair, RecvRequest, SendRequest, build_send_wr, stack_sges};
 
 type PostSend = unsafe extern "C" fn(
@@ -789,12 +789,13 @@ impl<B> PreparedSendMut<'_, B> {
         self.source
     }
 
-    /// The source region, writable (`write_at`, `write_byte`, `fill`; for
-    /// GPU memory `copy_from_host`) between posts: `&mut self` keeps a post
-    /// from copying it meanwhile.
+    /// The source region, writable between posts (`write_at`, `write_byte`,
+    /// `fill`; for GPU memory `copy_from_host`): `&mut self` keeps a post
+    /// from copying it meanwhile. Lent as a [`SourceMut`], never as
+    /// `&mut MemoryRegion`, which could be swapped for another region.
     #[inline]
-    pub fn source_mut(&mut self) -> &mut MemoryRegion<B> {
-        self.source
+    pub fn source_mut(&mut self) -> SourceMut<'_, B> {
+        SourceMut(self.source)
     }
 
     /// Changes the wr_id the next posts carry.
@@ -805,6 +806,46 @@ impl<B> PreparedSendMut<'_, B> {
     /// The wr_id its completions carry.
     pub fn wr_id(&self) -> u64 {
         self.send.wr_id()
+    }
+}
+
+/// The source region of a [`PreparedSendMut`], lent for writing between
+/// posts: it reads as the region ([`std::ops::Deref`]) and writes through
+/// its own methods. It is never a `&mut MemoryRegion`: `std::mem::swap`
+/// could then trade the bound source for another region, and the one moved
+/// out be written on another thread while a post has the CPU copy it
+/// (inline data). A compile error: `erdma/tests/ui/source_swapped_out.rs`.
+pub struct SourceMut<'s, B>(pub(crate) &'s mut MemoryRegion<B>);
+
+impl<B> fmt::Debug for SourceMut<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SourceMut").field(&*self.0).finish()
+    }
+}
+
+impl<B> std::ops::Deref for SourceMut<'_, B> {
+    type Target = MemoryRegion<B>;
+
+    fn deref(&self) -> &MemoryRegion<B> {
+        self.0
+    }
+}
+
+impl<B: HostMemory> SourceMut<'_, B> {
+    /// [`MemoryRegion::write_at`].
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
+        self.0.write_at(offset, src)
+    }
+
+    /// [`MemoryRegion::write_byte`].
+    #[inline]
+    pub fn write_byte(&mut self, offset: usize, byte: u8) -> Result<()> {
+        self.0.write_byte(offset, byte)
+    }
+
+    /// [`MemoryRegion::fill`].
+    pub fn fill(&mut self, byte: u8) {
+        self.0.fill(byte)
     }
 }
 
