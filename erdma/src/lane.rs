@@ -282,9 +282,19 @@ impl Runs {
         let mut closed = self.closed.borrow_mut();
         let mut done = 0;
         for c in polled {
-            // A receive's opcode has IBV_WC_RECV set; an error's opcode is
-            // undefined, and an error proves no send done.
-            let send_ok = c.is_ok() && !(shared && c.0.opcode & sys::IBV_WC_RECV != 0);
+            if !c.is_ok() {
+                // The QP is in error: no send succeeds on it again, so no
+                // run waiting now can be proven done. Forget them (their
+                // credits stay taken; a request that flushes gives its own
+                // back), so that a lane kept posting on a QP in error does
+                // not queue runs without end.
+                closed.clear();
+                self.ahead.set(0);
+                self.held.set(self.open.get());
+                return done;
+            }
+            // A receive's opcode has IBV_WC_RECV set.
+            let send_ok = !(shared && c.0.opcode & sys::IBV_WC_RECV != 0);
             let Some(front) = closed.front_mut().filter(|_| send_ok) else {
                 continue;
             };
@@ -1134,8 +1144,9 @@ mod tests {
         take_send(&s, &runs, true, || 1).unwrap();
         give_polled(&s, &runs, true, false, &[flushed()]);
         assert_eq!(s.credits.get(), 8);
-        // Only a success retires a run; none comes on a QP in error.
-        assert_eq!(runs.closed.borrow().len(), 1);
+        // Only a success retires a run, and none comes on a QP in error: the
+        // error forgets the runs waiting (their credits came back above).
+        assert_eq!((runs.closed.borrow().len(), runs.held.get()), (0, 0));
     }
 
     #[test]
@@ -1160,6 +1171,21 @@ mod tests {
         take_send(&s, &runs, true, || 1).unwrap();
         give_polled(&s, &runs, true, true, &[ok_send()]);
         assert_eq!(s.credits.get(), 8);
+    }
+
+    #[test]
+    fn a_lane_posting_on_a_qp_in_error_keeps_no_runs_without_end() {
+        let (s, runs) = (side(4), Runs::new(4));
+        take_send(&s, &runs, false, || 1).unwrap();
+        take_send(&s, &runs, true, || 1).unwrap();
+        give_polled(&s, &runs, true, false, &[flushed(), flushed()]);
+        for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
+            take_send(&s, &runs, false, || 1).unwrap();
+            take_send(&s, &runs, true, || 1).unwrap();
+            assert!(runs.closed.borrow().len() <= 1);
+            give_polled(&s, &runs, true, false, &[flushed(), flushed()]);
+        }
+        assert_eq!((s.credits.get(), runs.held.get()), (4, 0));
     }
 
     /// A send queue as a device runs it: in order, the first failure moving
