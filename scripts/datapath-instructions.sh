@@ -19,7 +19,11 @@ cd "$(dirname "$0")/.."
 ITERS=1000 ROUNDS=2 OUT= BUILD=1
 if [[ ${1:-} == --in-vm ]]; then
   # ---------------------------------------------------------------- inside the VM
-  ITERS=$2 ROUNDS=$3 BIN=$4 WORK=$5
+  ITERS=$2 ROUNDS=$3 BIN=$4
+  # The guest sees the host's files read-only outside the repository (the
+  # shared target directory included): callgrind's output stays in the guest,
+  # only the totals go back, on stdout.
+  WORK=$(mktemp -d)
   for r in $(seq 1 "$ROUNDS"); do
     for loop in write_inline send_recv; do
       for lang in rust lane c; do

@@ -200,6 +200,13 @@ fn peer_memory_hint() -> String {
     }
 }
 
+impl crate::lane::SourceMut<'_, GpuMemory> {
+    /// [`MemoryRegion::copy_from_host`], between posts of the prepared send.
+    pub fn copy_from_host(&mut self, offset: usize, src: &[u8], stream: &Stream) -> Result<()> {
+        self.0.copy_from_host(offset, src, stream)
+    }
+}
+
 impl MemoryRegion<GpuMemory> {
     /// The GPU buffer (reading it with the GPU's API while a peer writes
     /// gives torn data, never undefined behaviour: it is device memory).

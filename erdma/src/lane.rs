@@ -16,8 +16,13 @@
 //!   lane is made, and nothing else can post on it or change its state;
 //! - the completion queues serve this QP alone, for good, so a completion is
 //!   the lane's own and carries the caller's wr_id unchanged; the lane counts
-//!   the completions it may cause against the CQ's size and refuses a post
-//!   that could overrun it ([`Error::QueueFull`]: poll first).
+//!   the completions it may cause against the size the device gave the CQ
+//!   and refuses a post that could overrun it ([`Error::QueueFull`]: poll
+//!   first). Every request counts, signaled or not: a QP that goes to the
+//!   error state completes each outstanding request with a flush
+//!   completion. An unsignaled send's credit comes back when a signaled send
+//!   posted after it completes successfully (the queue then proves it done
+//!   without a completion of its own), or with its own error completion.
 //!
 //! A region bound to a lane counts as in use until the lane is dropped: read
 //! and write it by copies ([`crate::MemoryRegion::read_at`],
@@ -50,6 +55,7 @@
 //! ```
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -58,7 +64,7 @@ use erdma_sys as sys;
 use crate::cq::{CompletionQueue, WcOpcode, WcStatus, poll_error};
 use crate::error::{Error, Result};
 use crate::ffi::Ptr;
-use crate::mr::{LocalSlice, MemoryRegion};
+use crate::mr::{HostMemory, LocalSlice, MemoryRegion};
 use crate::qp::{QpState, QueuePair, RecvRequest, SendRequest, build_send_wr, stack_sges};
 
 type PostSend = unsafe extern "C" fn(
@@ -117,18 +123,23 @@ pub struct Lane {
     recv: CqSide,
     /// One CQ for both queues.
     shared: bool,
+    /// The credits of unsignaled sends, until they are known done.
+    runs: Runs,
     /// The local keys of the regions bound to the QP: a slice of one of
     /// them needs no new binding (a live region's key is its own).
     lkeys: RefCell<Vec<u32>>,
 }
 
-/// One CQ of a lane and the completions it can still take: a signaled send
-/// or a receive takes a credit when posted, a polled completion gives one
-/// back.
+/// One CQ of a lane and the completions it can still take: every request
+/// takes a credit when posted (a send, signaled or not, on the send CQ; a
+/// receive on the receive CQ), a polled completion gives one back, and so
+/// does the success of a signaled send for the unsignaled ones before it
+/// ([`Runs`]). The count is exact, so it never exceeds `limit`.
 struct CqSide {
     cq: Ptr<sys::ibv_cq>,
     credits: Cell<u32>,
-    /// The CQ's size: what `credits` starts from and never exceeds.
+    /// The CQ's size as the device created it (`cqe` written back by
+    /// `ibv_create_cq`, not the size asked for): what `credits` starts from.
     limit: u32,
     /// `send completion` or `receive completion`, for errors.
     name: &'static str,
@@ -155,10 +166,18 @@ impl CqSide {
         Ok(())
     }
 
-    /// Gives back the credit of a post that failed.
-    #[cold]
-    fn give_back(&self) {
-        self.credits.set((self.credits.get() + 1).min(self.limit));
+    /// Gives back `n` credits (completions polled, a failed post's, a run of
+    /// unsignaled sends proven done).
+    #[inline]
+    fn give(&self, n: u32) {
+        let c = self.credits.get() + n;
+        debug_assert!(c <= self.limit, "{c} credits of {}", self.limit);
+        self.credits.set(c);
+    }
+
+    /// Credits taken and not given back.
+    fn taken(&self) -> u32 {
+        self.limit - self.credits.get()
     }
 
     #[cold]
@@ -169,6 +188,126 @@ impl CqSide {
             outstanding: self.limit as usize,
             capacity: self.limit as usize,
         }
+    }
+}
+
+/// The credits of unsignaled sends. Such a send completes without a
+/// completion when it succeeds, and with one (its error, or a flush when the
+/// QP went to the error state) when it fails: until the lane knows which, it
+/// holds a credit. It knows when a signaled send posted after it completes
+/// successfully: a send queue completes in order, and the first failure
+/// moves the QP to the error state, where every later request is flushed.
+///
+/// Unsignaled sends since the last signaled one form the open run; a
+/// signaled send closes it, and the run waits in `closed` until as many
+/// successful send completions have been polled as signaled sends were
+/// outstanding then (its own included). Where that number is not known
+/// exactly (one CQ for both queues: receives count in the CQ's credits too)
+/// it is an upper bound, which only returns the run later: never a credit
+/// too early.
+struct Runs {
+    /// Unsignaled sends posted since the last signaled one.
+    open: Cell<u32>,
+    /// The credits of the open run and of every closed one.
+    held: Cell<u32>,
+    /// The sum of the `after` of the closed runs: zero when none waits
+    /// (the only thing a poll looks at when no unsignaled send is in use).
+    ahead: Cell<u32>,
+    /// Closed runs, oldest first; room for one per credit, reserved when the
+    /// lane is made (a post never allocates).
+    closed: RefCell<VecDeque<Run>>,
+}
+
+/// A closed run of unsignaled sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Run {
+    /// Successful send completions still to poll before the run is done,
+    /// counted after the previous run's.
+    after: u32,
+    /// Its sends (their credits).
+    credits: u32,
+}
+
+impl Runs {
+    fn new(limit: u32) -> Runs {
+        Runs {
+            open: Cell::new(0),
+            held: Cell::new(0),
+            ahead: Cell::new(0),
+            closed: RefCell::new(VecDeque::with_capacity(limit as usize)),
+        }
+    }
+
+    /// An unsignaled send was posted (its credit taken).
+    #[cold]
+    fn unsignaled(&self) {
+        self.open.set(self.open.get() + 1);
+        self.held.set(self.held.get() + 1);
+    }
+
+    /// The unsignaled send just counted failed to post (its credit is given
+    /// back by the caller).
+    #[cold]
+    fn unsignaled_failed(&self) {
+        self.open.set(self.open.get() - 1);
+        self.held.set(self.held.get() - 1);
+    }
+
+    /// A signaled send was posted after the open run (its credit taken);
+    /// `outstanding` is the credits the send CQ has lent, these sends'
+    /// included. The run then waits for the signaled sends outstanding.
+    #[cold]
+    fn close(&self, outstanding: u32) {
+        let credits = self.open.replace(0);
+        // Every credit lent that is not an unsignaled send's: signaled sends
+        // (this one included, so at least 1), and receives on a shared CQ.
+        let signaled = outstanding.saturating_sub(self.held.get()).max(1);
+        let ahead = self.ahead.get();
+        let after = if self.closed.borrow().is_empty() {
+            signaled
+        } else {
+            // Counted after the runs before it: it completes no earlier
+            // than they do (0: together with the last one).
+            signaled.saturating_sub(ahead)
+        };
+        self.closed.borrow_mut().push_back(Run { after, credits });
+        self.ahead.set(ahead + after);
+    }
+
+    /// Counts the successful send completions among `polled` (the send CQ's;
+    /// with `shared`, receives come too and are skipped) against the closed
+    /// runs; returns the credits of the runs now done.
+    #[cold]
+    fn retire(&self, polled: &[Completion], shared: bool) -> u32 {
+        let mut closed = self.closed.borrow_mut();
+        let mut done = 0;
+        for c in polled {
+            if !c.is_ok() {
+                // The QP is in error: no send succeeds on it again, so no
+                // run waiting now can be proven done. Forget them (their
+                // credits stay taken; a request that flushes gives its own
+                // back), so that a lane kept posting on a QP in error does
+                // not queue runs without end.
+                closed.clear();
+                self.ahead.set(0);
+                self.held.set(self.open.get());
+                return done;
+            }
+            // A receive's opcode has IBV_WC_RECV set.
+            let send_ok = !(shared && c.0.opcode & sys::IBV_WC_RECV != 0);
+            let Some(front) = closed.front_mut().filter(|_| send_ok) else {
+                continue;
+            };
+            front.after -= 1;
+            self.ahead.set(self.ahead.get() - 1);
+            // The front run is done, with those that complete with it.
+            while closed.front().is_some_and(|r| r.after == 0) {
+                let run = closed.pop_front().expect("checked");
+                done += run.credits;
+            }
+        }
+        self.held.set(self.held.get() - done);
+        done
     }
 }
 
@@ -226,6 +365,7 @@ impl Lane {
         Ok(Lane {
             raw_qp: Ptr(qp.as_raw()),
             ops,
+            runs: Runs::new(scq.entries()),
             send: CqSide::new(&scq, "send completion"),
             recv: CqSide::new(&rcq, "receive completion"),
             shared,
@@ -245,8 +385,10 @@ impl Lane {
         self.qp.query_state()
     }
 
-    /// Completions the send CQ can still take before a signaled send is
-    /// refused (the receive CQ's, when it is the same).
+    /// Completions the send CQ can still take before a send is refused (the
+    /// receive CQ's, when it is the same): each send takes one, signaled or
+    /// not (an unsignaled send's comes back when a later signaled send
+    /// completes successfully).
     pub fn send_credits(&self) -> u32 {
         self.send.credits.get()
     }
@@ -372,33 +514,54 @@ impl Lane {
     /// receive completions come here too.
     #[inline]
     pub fn poll_send(&self, out: &mut [Completion]) -> Result<usize> {
-        self.poll(&self.send, out)
+        self.poll(&self.send, true, out)
     }
 
     /// Polls up to `out.len()` receive completions without waiting; returns
     /// how many (the same CQ as [`Lane::poll_send`] when it is shared).
     #[inline]
     pub fn poll_recv(&self, out: &mut [Completion]) -> Result<usize> {
-        self.poll(self.recv_side(), out)
+        self.poll(self.recv_side(), self.shared, out)
     }
 
+    /// Polls `side`'s CQ; `sends` when it is the send CQ.
     #[inline]
-    fn poll(&self, side: &CqSide, out: &mut [Completion]) -> Result<usize> {
+    fn poll(&self, side: &CqSide, sends: bool, out: &mut [Completion]) -> Result<usize> {
         let want = out.len().min(i32::MAX as usize) as i32;
         // SAFETY: the provider's poll_cq (Ops) on a live CQ of its context
         // (the QP we own holds it); `out` has room for `want` entries of
         // ibv_wc (Completion is repr(transparent)); the CQ serves this lane
         // alone, so no other thread polls it.
         let n = unsafe { (self.ops.poll_cq)(side.cq.0, want, out.as_mut_ptr().cast()) };
-        if n < 0 {
-            return Err(poll_error(n));
+        if n <= 0 {
+            return if n == 0 { Ok(0) } else { Err(poll_error(n)) };
         }
-        // An unsignaled send that fails completes without having taken a
-        // credit: never count past the CQ's size (no overflow: both terms
-        // are under 2^31).
-        side.credits
-            .set((side.credits.get() + n as u32).min(side.limit));
+        give_polled(side, &self.runs, sends, self.shared, &out[..n as usize]);
         Ok(n as usize)
+    }
+}
+
+/// The credit a send takes when posted, signaled or not; a signaled one
+/// closes the run of unsignaled sends before it.
+#[inline]
+fn take_send(send: &CqSide, runs: &Runs, signaled: bool, qp_num: impl Fn() -> u32) -> Result<()> {
+    send.take(qp_num)?;
+    if !signaled {
+        runs.unsignaled();
+    } else if runs.open.get() != 0 {
+        runs.close(send.taken());
+    }
+    Ok(())
+}
+
+/// The credits `polled` (completions of `side`'s CQ, `sends` when it is the
+/// send CQ, `shared` when receives complete there too) give back.
+#[inline]
+fn give_polled(side: &CqSide, runs: &Runs, sends: bool, shared: bool, polled: &[Completion]) {
+    // Each completion is one request's, which took a credit.
+    side.give(polled.len() as u32);
+    if sends && runs.ahead.get() != 0 {
+        side.give(runs.retire(polled, shared));
     }
 }
 
@@ -563,16 +726,15 @@ impl fmt::Debug for PreparedSend<'_> {
 }
 
 impl PreparedSend<'_> {
-    /// Posts the request. A signaled request takes one of the send CQ's
-    /// credits ([`Error::QueueFull`] when none is left: poll first); a full
-    /// send queue is the provider's error (`ENOMEM`: poll, or signal more
-    /// often).
+    /// Posts the request. It takes one of the send CQ's credits, signaled or
+    /// not ([`Error::QueueFull`] when none is left: poll first; an unsignaled
+    /// send's credit comes back with the next signaled send's success); a
+    /// full send queue is the provider's error (`ENOMEM`: poll, or signal
+    /// more often).
     #[inline]
     pub fn post(&mut self) -> Result<()> {
         let lane = self.lane;
-        if self.signaled {
-            lane.send.take(|| lane.qp.qp_num())?;
-        }
+        take_send(&lane.send, &lane.runs, self.signaled, || lane.qp.qp_num())?;
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the provider's post_send (Ops) on a live QP in RTS that
         // only this lane posts on; the request and the entries its sg_list
@@ -588,9 +750,13 @@ impl PreparedSend<'_> {
 
     #[cold]
     fn failed(&self, rc: i32) -> Result<()> {
-        if self.signaled {
-            self.lane.send.give_back();
+        if !self.signaled {
+            self.lane.runs.unsignaled_failed();
         }
+        // A signaled send that closed a run and then failed to post leaves
+        // the run waiting for one more success than needed: later, never
+        // early.
+        self.lane.send.give(1);
         Err(self.lane.qp.post_send_error(rc, self.imm, 0, 1))
     }
 
@@ -633,12 +799,13 @@ impl<B> PreparedSendMut<'_, B> {
         self.source
     }
 
-    /// The source region, writable (`write_at`, `write_byte`, `fill`; for
-    /// GPU memory `copy_from_host`) between posts: `&mut self` keeps a post
-    /// from copying it meanwhile.
+    /// The source region, writable between posts (`write_at`, `write_byte`,
+    /// `fill`; for GPU memory `copy_from_host`): `&mut self` keeps a post
+    /// from copying it meanwhile. Lent as a [`SourceMut`], never as
+    /// `&mut MemoryRegion`, which could be swapped for another region.
     #[inline]
-    pub fn source_mut(&mut self) -> &mut MemoryRegion<B> {
-        self.source
+    pub fn source_mut(&mut self) -> SourceMut<'_, B> {
+        SourceMut(self.source)
     }
 
     /// Changes the wr_id the next posts carry.
@@ -649,6 +816,46 @@ impl<B> PreparedSendMut<'_, B> {
     /// The wr_id its completions carry.
     pub fn wr_id(&self) -> u64 {
         self.send.wr_id()
+    }
+}
+
+/// The source region of a [`PreparedSendMut`], lent for writing between
+/// posts: it reads as the region ([`std::ops::Deref`]) and writes through
+/// its own methods. It is never a `&mut MemoryRegion`: `std::mem::swap`
+/// could then trade the bound source for another region, and the one moved
+/// out be written on another thread while a post has the CPU copy it
+/// (inline data). A compile error: `erdma/tests/ui/source_swapped_out.rs`.
+pub struct SourceMut<'s, B>(pub(crate) &'s mut MemoryRegion<B>);
+
+impl<B> fmt::Debug for SourceMut<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SourceMut").field(&*self.0).finish()
+    }
+}
+
+impl<B> std::ops::Deref for SourceMut<'_, B> {
+    type Target = MemoryRegion<B>;
+
+    fn deref(&self) -> &MemoryRegion<B> {
+        self.0
+    }
+}
+
+impl<B: HostMemory> SourceMut<'_, B> {
+    /// [`MemoryRegion::write_at`].
+    pub fn write_at(&mut self, offset: usize, src: &[u8]) -> Result<()> {
+        self.0.write_at(offset, src)
+    }
+
+    /// [`MemoryRegion::write_byte`].
+    #[inline]
+    pub fn write_byte(&mut self, offset: usize, byte: u8) -> Result<()> {
+        self.0.write_byte(offset, byte)
+    }
+
+    /// [`MemoryRegion::fill`].
+    pub fn fill(&mut self, byte: u8) {
+        self.0.fill(byte)
     }
 }
 
@@ -690,7 +897,7 @@ impl PreparedRecv<'_> {
 
     #[cold]
     fn failed(&self, rc: i32) -> Result<()> {
-        self.lane.recv_side().give_back();
+        self.lane.recv_side().give(1);
         Error::check("ibv_post_recv", rc)
     }
 
@@ -863,5 +1070,201 @@ mod tests {
         let c = Completion::default();
         assert!(c.is_ok() && c.ok().is_ok());
         assert_eq!((c.wr_id(), c.byte_len(), c.imm_data()), (0, 0, None));
+    }
+
+    /// A send CQ side of `limit` credits, without a device.
+    fn side(limit: u32) -> CqSide {
+        CqSide {
+            cq: Ptr(std::ptr::null_mut()),
+            credits: Cell::new(limit),
+            limit,
+            name: "send completion",
+        }
+    }
+
+    fn wc(status: u32, opcode: u32) -> Completion {
+        Completion(sys::ibv_wc {
+            status,
+            opcode,
+            ..Default::default()
+        })
+    }
+
+    fn ok_send() -> Completion {
+        wc(sys::IBV_WC_SUCCESS, sys::IBV_WC_RDMA_WRITE)
+    }
+
+    fn flushed() -> Completion {
+        wc(sys::IBV_WC_WR_FLUSH_ERR, 0)
+    }
+
+    #[test]
+    fn unsignaled_sends_hold_credits_until_a_later_signaled_one_succeeds() {
+        let (s, runs) = (side(8), Runs::new(8));
+        let post = |signaled| take_send(&s, &runs, signaled, || 1);
+        post(false).unwrap();
+        post(false).unwrap();
+        post(true).unwrap(); // closes the run of 2
+        post(false).unwrap();
+        post(true).unwrap(); // closes the run of 1
+        assert_eq!(s.credits.get(), 3);
+        give_polled(&s, &runs, true, false, &[ok_send()]);
+        assert_eq!(
+            s.credits.get(),
+            6,
+            "the first signaled send and its run of 2"
+        );
+        give_polled(&s, &runs, true, false, &[ok_send()]);
+        assert_eq!(
+            (s.credits.get(), runs.held.get(), runs.ahead.get()),
+            (8, 0, 0)
+        );
+    }
+
+    #[test]
+    fn every_post_takes_a_credit_and_none_is_lent_twice() {
+        let (s, runs) = (side(4), Runs::new(4));
+        for _ in 0..4 {
+            take_send(&s, &runs, false, || 1).unwrap();
+        }
+        let e = take_send(&s, &runs, true, || 9).unwrap_err();
+        assert!(matches!(e, Error::QueueFull { qp_num: 9, .. }), "{e}");
+        assert_eq!(runs.held.get(), 4);
+    }
+
+    #[test]
+    fn flushed_runs_come_back_through_their_own_completions_only() {
+        // The QP went to error: each unsignaled send flushes, one completion
+        // each; the signaled send after them flushes too, and proves nothing.
+        let (s, runs) = (side(8), Runs::new(8));
+        for _ in 0..3 {
+            take_send(&s, &runs, false, || 1).unwrap();
+        }
+        give_polled(&s, &runs, true, false, &[flushed(), flushed(), flushed()]);
+        take_send(&s, &runs, true, || 1).unwrap();
+        give_polled(&s, &runs, true, false, &[flushed()]);
+        assert_eq!(s.credits.get(), 8);
+        // Only a success retires a run, and none comes on a QP in error: the
+        // error forgets the runs waiting (their credits came back above).
+        assert_eq!((runs.closed.borrow().len(), runs.held.get()), (0, 0));
+    }
+
+    #[test]
+    fn on_a_shared_cq_receives_only_delay_a_run() {
+        let (s, runs) = (side(8), Runs::new(8));
+        s.take(|| 1).unwrap(); // a receive outstanding
+        take_send(&s, &runs, false, || 1).unwrap();
+        take_send(&s, &runs, true, || 1).unwrap();
+        // The bound counts the receive as a signaled send: two successes.
+        assert_eq!(
+            runs.closed.borrow()[0],
+            Run {
+                after: 2,
+                credits: 1
+            }
+        );
+        give_polled(&s, &runs, true, true, &[ok_send()]);
+        assert_eq!(s.credits.get(), 6, "the run waits (later, never early)");
+        let recv = wc(sys::IBV_WC_SUCCESS, sys::IBV_WC_RECV);
+        give_polled(&s, &runs, false, true, &[recv]);
+        assert_eq!(s.credits.get(), 7, "a receive proves no send done");
+        take_send(&s, &runs, true, || 1).unwrap();
+        give_polled(&s, &runs, true, true, &[ok_send()]);
+        assert_eq!(s.credits.get(), 8);
+    }
+
+    #[test]
+    fn a_lane_posting_on_a_qp_in_error_keeps_no_runs_without_end() {
+        let (s, runs) = (side(4), Runs::new(4));
+        take_send(&s, &runs, false, || 1).unwrap();
+        take_send(&s, &runs, true, || 1).unwrap();
+        give_polled(&s, &runs, true, false, &[flushed(), flushed()]);
+        for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
+            take_send(&s, &runs, false, || 1).unwrap();
+            take_send(&s, &runs, true, || 1).unwrap();
+            assert!(runs.closed.borrow().len() <= 1);
+            give_polled(&s, &runs, true, false, &[flushed(), flushed()]);
+        }
+        assert_eq!((s.credits.get(), runs.held.get()), (4, 0));
+    }
+
+    /// A send queue as a device runs it: in order, the first failure moving
+    /// the QP to error and flushing every request after it; completions
+    /// for signaled successes and for every failure.
+    #[derive(Default)]
+    struct Device {
+        sq: VecDeque<bool>,
+        cq: VecDeque<Completion>,
+        error: bool,
+    }
+
+    impl Device {
+        fn step(&mut self, fail: bool) {
+            let Some(signaled) = self.sq.pop_front() else {
+                return;
+            };
+            if self.error || fail {
+                self.error = true;
+                self.cq.push_back(flushed());
+            } else if signaled {
+                self.cq.push_back(ok_send());
+            }
+        }
+    }
+
+    #[test]
+    fn credits_cover_every_completion_the_device_can_still_write() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let steps = if cfg!(miri) { 200 } else { 20_000 };
+        for case in 0..if cfg!(miri) { 4 } else { 200 } {
+            let limit = 1 + rand(16) as u32;
+            let (s, runs) = (side(limit), Runs::new(limit));
+            let mut dev = Device::default();
+            let fail_at = rand(4 * steps);
+            for step in 0..steps {
+                match rand(3) {
+                    0 => {
+                        let signaled = rand(3) == 0;
+                        if take_send(&s, &runs, signaled, || 1).is_ok() {
+                            dev.sq.push_back(signaled);
+                        }
+                    }
+                    1 => dev.step(step == fail_at),
+                    _ => {
+                        let k = (1 + rand(4) as usize).min(dev.cq.len());
+                        let polled: Vec<Completion> = dev.cq.drain(..k).collect();
+                        give_polled(&s, &runs, true, false, &polled);
+                    }
+                }
+                // In the worst case every request still queued completes
+                // (a flush): the CQ must have room for all of them.
+                let can_come = (dev.cq.len() + dev.sq.len()) as u32;
+                assert!(
+                    can_come <= s.taken(),
+                    "case {case} step {step}: {can_come} completions can come, {} credits lent",
+                    s.taken()
+                );
+            }
+            if !dev.error {
+                // Drained, and one signaled send to close the last run.
+                if take_send(&s, &runs, true, || 1).is_ok() {
+                    dev.sq.push_back(true);
+                }
+                while !dev.sq.is_empty() {
+                    dev.step(false);
+                }
+                let polled: Vec<Completion> = dev.cq.drain(..).collect();
+                give_polled(&s, &runs, true, false, &polled);
+                if runs.open.get() == 0 {
+                    assert_eq!(s.credits.get(), limit, "case {case}: every credit back");
+                }
+            }
+        }
     }
 }

@@ -81,7 +81,7 @@ pub use error::{Error, Result};
 pub use gid::{Gid, GidEntry, GidType};
 #[cfg(feature = "cuda")]
 pub use gpu::{GpuMemory, GpuRegistration};
-pub use lane::{Completion, Lane, PreparedRecv, PreparedSend, PreparedSendMut};
+pub use lane::{Completion, Lane, PreparedRecv, PreparedSend, PreparedSendMut, SourceMut};
 pub use mr::{
     AccessFlags, AlignedBuffer, DmaBufRange, HostMemory, LocalSlice, MemoryRegion, OpaqueMemory,
     RawBuffer, RegisterBuffer, RemoteBuffer,

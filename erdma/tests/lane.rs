@@ -290,8 +290,9 @@ fn rxe_lane_misuse_is_typed() {
         .unwrap_err();
     assert!(e.to_string().contains("LOCAL_WRITE"), "{e}");
 
-    // Credits: a signaled request the send CQ might not hold is refused
-    // until completions are polled; an unsignaled one takes none.
+    // Credits: a request the send CQ might not hold is refused until
+    // completions are polled; an unsignaled one holds its credit until a
+    // signaled one posted after it completes.
     let mut w = la
         .prepare_send(SendRequest::write([src.slice(..8).unwrap()], remote).inline())
         .unwrap();
@@ -327,10 +328,18 @@ fn rxe_lane_misuse_is_typed() {
                 .unsignaled(),
         )
         .unwrap();
-    quiet.post().unwrap();
-    assert_eq!(la.send_credits(), credits);
+    for _ in 0..3 {
+        quiet.post().unwrap();
+    }
+    assert_eq!(la.send_credits(), credits - 3);
     w.post().unwrap();
+    assert_eq!(la.send_credits(), credits - 4);
     one_of(&la, false).ok().unwrap();
+    assert_eq!(
+        la.send_credits(),
+        credits,
+        "the run came back with its signaled send"
+    );
 
     // A failed request: a completion with its status, as a typed error.
     let bad = RemoteBuffer {

@@ -522,3 +522,198 @@ fn failed_deregistration_leaves_the_region_whole() {
     erdma::fault::inject_dereg_failures(1);
     drop(leaked);
 }
+
+/// Posts `send` (unsignaled) until the lane refuses it for want of credits
+/// (waiting while the send queue is full), has `fail` move the QP to error,
+/// then drains the send CQ until no completion comes for a second: a QP in
+/// error completes each request still queued (an error or a flush), the
+/// lane's credits must have left room for all of them, and each credit
+/// comes back with its request's completion. A request that succeeded
+/// before the error completes without one (it is unsignaled): its credit
+/// stays taken, as no later signaled send proves it done. A lost completion
+/// (an overrun CQ drops it) shows as a credit count that does not add up.
+/// Returns (posted, completions).
+fn unsignaled_sends_flush(
+    lane: &Lane,
+    send: &mut PreparedSend<'_>,
+    fail: impl FnOnce(),
+    what: &str,
+) -> (u32, u32) {
+    let limit = lane.send_credits();
+    let t0 = std::time::Instant::now();
+    let mut posted = 0u32;
+    let e = loop {
+        assert!(t0.elapsed() < T, "{what}: {posted} posts in {T:?}");
+        match send.post() {
+            Ok(()) => posted += 1,
+            Err(e) if e.errno() == Some(libc::ENOMEM) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(e, Error::QueueFull { .. }), "{what}: {e}");
+    assert_eq!((posted, lane.send_credits()), (limit, 0), "{what}");
+    fail();
+    let mut wc = vec![Completion::default(); 2 * limit as usize];
+    let mut got = 0;
+    let mut last = std::time::Instant::now();
+    while got < posted as usize && last.elapsed() < Duration::from_secs(5) {
+        let n = lane.poll_send(&mut wc[got..]).unwrap();
+        if n > 0 {
+            got += n;
+            last = std::time::Instant::now();
+        }
+        assert!(
+            t0.elapsed() < 2 * T,
+            "{what}: {got} of {posted} completions"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    got += lane.poll_send(&mut wc[got..]).unwrap();
+    assert!(
+        got <= posted as usize,
+        "{what}: {got} completions of {posted} requests"
+    );
+    assert!(
+        wc[..got].iter().all(|c| !c.is_ok()),
+        "{what}: unsignaled, so errors only"
+    );
+    let flushed = wc[..got]
+        .iter()
+        .filter(|c| c.status() == WcStatus::WrFlushErr)
+        .count();
+    assert!(flushed + 1 >= got, "{what}: {flushed} of {got} flushed");
+    assert_eq!(
+        lane.send_credits(),
+        limit - (posted - got as u32),
+        "{what}: a credit back per completion, none for the requests that succeeded silently"
+    );
+    eprintln!("{what}: {posted} unsignaled sends, {got} completions ({flushed} flushed)");
+    (posted, got as u32)
+}
+
+/// Issue 22, hole 10: a lane whose peer stopped answering, its send queue
+/// full of unsignaled RDMA WRITEs (none of which would complete on
+/// success): the retries run out, the QP goes to error, and each request
+/// flushes into a send CQ exactly as large as the lane's credits.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_lane_flushes_a_full_queue_of_unsignaled_sends() {
+    let r = rig();
+    let depth = 16;
+    let a = side_with_cq(&r.rxe[0], &caps(depth, 4), |ctx| ctx.create_cq(depth));
+    let b = side(&r.rxe[1], &caps(depth, 4));
+    let opts = ConnectOptions {
+        timeout: 10,
+        retry_cnt: 1,
+        ..Default::default()
+    };
+    let (ea, eb) = (
+        a.qp.endpoint(&a.gid).unwrap(),
+        b.qp.endpoint(&b.gid).unwrap(),
+    );
+    a.qp.connect(&ea, &eb, &opts).unwrap();
+    b.qp.connect(&eb, &ea, &opts).unwrap();
+    let dst =
+        b.pd.register(
+            vec![0u8; 64],
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
+    let src = a.pd.register(pattern(64, 1), AccessFlags::empty()).unwrap();
+    // The peer stops answering: every WRITE is retried, then fails.
+    b.qp.to_error().unwrap();
+    let lane = Lane::new(a.qp).unwrap();
+    let lane_limit = lane.send_credits();
+    assert_eq!(lane_limit, a.cq.entries());
+    let mut w = lane
+        .prepare_send(SendRequest::write([src.all()], dst.remote()).unsignaled())
+        .unwrap();
+    // The retries run out by themselves; none succeeded, so every request
+    // completes and every credit comes back.
+    let (posted, got) = unsignaled_sends_flush(&lane, &mut w, || (), "rxe");
+    assert_eq!(got, posted, "one completion per request");
+    assert_eq!(lane.send_credits(), lane_limit);
+    assert_eq!(lane.query_state().unwrap(), QpState::Err);
+}
+
+/// The same on siw over RDMA CM, with RDMA READs of 256 KiB: siw completes
+/// a WRITE once it has sent it (iWARP acknowledges nothing), so unsignaled
+/// WRITEs leave the queue at once, while a READ waits for its response.
+/// The QP is moved to error (`ibv_modify_qp`, as a failing device would)
+/// with the queue full: the READs not done by then flush, each into a
+/// credit it holds. (siw 6.1 flushes nothing queued behind a terminated
+/// stream, after a wrong rkey, nor after rdma_disconnect, which moves an
+/// iWARP QP to SQD: such READs stay queued, and keep their credits.)
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn siw_lane_flushes_a_full_queue_of_unsignaled_sends() {
+    let _siw = siw_qps();
+    let r = rig();
+    let ip = r.siw_ip.expect("the rig has siw0/siw1");
+    let depth = 16;
+    let server_addr: std::net::SocketAddr = (ip[1], 7315).into();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = erdma::cm::CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let req = l.get_request(T).unwrap();
+        let ctx = req.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = req.create_qp(&pd, &cq, &cq, &caps(depth, 4)).unwrap();
+        let exposed = pd
+            .register(
+                vec![5u8; 256 << 10],
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+            )
+            .unwrap();
+        let params = erdma::cm::ConnParams {
+            private_data: exposed.remote().to_bytes().to_vec(),
+            ..Default::default()
+        };
+        let id = req.accept(&qp, &params, T).unwrap();
+        // The client's QP errs; its connection closes.
+        let _ = id.wait_disconnect(T);
+    });
+    ready_rx.recv().unwrap();
+    let id = CmId::resolve(server_addr, Some((ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let (scq, rcq) = (ctx.create_cq(depth).unwrap(), ctx.create_cq(4).unwrap());
+    let qp = id.create_qp(&pd, &scq, &rcq, &caps(depth, 4)).unwrap();
+    let reply = id
+        .connect(&qp, &erdma::cm::ConnParams::default(), T)
+        .unwrap();
+    let remote = RemoteBuffer::from_bytes(&reply).expect("the server sent its buffer");
+    let dst = pd
+        .register(vec![0u8; 256 << 10], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let raw = qp.as_raw();
+    let lane = Lane::new(qp).unwrap();
+    let limit = lane.send_credits();
+    assert_eq!(limit, scq.entries());
+    let to_error = || {
+        let mut attr = erdma::sys::ibv_qp_attr {
+            qp_state: erdma::sys::IBV_QPS_ERR,
+            ..Default::default()
+        };
+        let lib = erdma::sys::ibverbs().unwrap();
+        // SAFETY: the lane's QP, alive while the lane is; a move to ERR is
+        // the failure this test stands for (the lane never changes state).
+        let rc = unsafe { lib.ibv_modify_qp(raw, &mut attr, erdma::sys::IBV_QP_STATE as i32) };
+        assert_eq!(rc, 0, "ibv_modify_qp(ERR)");
+    };
+    let mut w = lane
+        .prepare_send(SendRequest::read([dst.all()], remote).unsignaled())
+        .unwrap();
+    let (posted, got) = unsignaled_sends_flush(&lane, &mut w, to_error, "siw");
+    assert!(got > 0, "the READs queued when the QP went to error flush");
+    assert_eq!(lane.send_credits(), limit - (posted - got));
+    drop(w);
+    let _ = id.disconnect();
+    drop(lane);
+    drop(id);
+    server.join().unwrap();
+}
