@@ -606,11 +606,11 @@ pub fn write_out(
         std::fs::write(&p, format!("{:#}\n", r.doc)).map_err(|e| fail(&p, e))?;
     }
     let labels = safe_labels(reports);
-    for (c, s, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
+    for (c, s, suffix, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
         let (Some(c), Some(s)) = (labels.get(c), labels.get(s)) else {
             continue;
         };
-        let p = dir.join(format!("perf-{c}-{s}.json"));
+        let p = dir.join(format!("perf-{c}-{s}{suffix}.json"));
         std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| fail(&p, e))?;
     }
     let p = dir.join("cluster.json");

@@ -60,15 +60,21 @@ fn pair_runs(
     // The options were checked by parse(): only the device differs by rank.
     let runs = match pairs::options(&args.pair, rank) {
         Ok(o) => {
-            let (iwarp, addr) = pairs::local_endpoint(&o, host);
-            let addrs = exchange(addr);
-            pairs::run_rank(&args.pair, rank, &addrs, iwarp, barrier)
+            let mine = pairs::local_endpoints(&args.pair, rank, &o, host);
+            let eps: Vec<_> = exchange(mine)
+                .iter()
+                .map(|t| pairs::parse_endpoints(t))
+                .collect();
+            pairs::run_rank(&args.pair, rank, &eps, barrier)
         }
         Err(_) => {
             // Not reached (rank 0 checked the same options), but a rank
             // that leaves the exchange or the barriers would hang the rest.
-            let addrs = exchange(String::new());
-            for _ in 0..2 * pairs::rounds(addrs.len()) {
+            let eps: Vec<_> = exchange(String::new())
+                .iter()
+                .map(|t| pairs::parse_endpoints(t))
+                .collect();
+            for _ in 0..pairs::barriers(&args.pair, &eps) {
                 barrier();
             }
             Vec::new()
