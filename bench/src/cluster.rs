@@ -682,6 +682,22 @@ pub fn first_of_host(hosts: &[String]) -> Vec<bool> {
         .collect()
 }
 
+/// Whether a successful pair run used `nic` on `host` (a run without a
+/// device name used the host's first, erdma-perf's default).
+fn used_ok(m: &Matrix, hosts: &[String], host: &str, nic: &str) -> bool {
+    m.runs.iter().filter(|r| r.error.is_none()).any(|r| {
+        let (rank, dev) = if r.role == "client" {
+            (r.client, &r.client_device)
+        } else {
+            (r.server, &r.server_device)
+        };
+        hosts.get(rank).is_some_and(|h| h == host)
+            && dev
+                .as_deref()
+                .is_none_or(|d| d == nic.split(':').next().unwrap_or(nic))
+    })
+}
+
 /// The NCCL stage and the traffic proof from what the ranks sent.
 fn later_stages(
     args: &Args,
@@ -698,13 +714,11 @@ fn later_stages(
         for (r, bytes) in raw.iter().enumerate().filter(|(r, _)| first[*r]) {
             let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
             let e = traffic::Expect::default();
-            proof.rows.extend(traffic::rows(
-                &hosts[r],
-                "pairs",
-                &v["before"],
-                &v["after"],
-                &e,
-            ));
+            for mut row in traffic::rows(&hosts[r], "pairs", &v["before"], &v["after"], &e) {
+                let used = m.is_some_and(|m| used_ok(m, &hosts, &row.host, &row.nic));
+                traffic::judge_pairs(&mut row, used);
+                proof.rows.push(row);
+            }
         }
     }
     let Some((plan, raw)) = &g.nccl else {

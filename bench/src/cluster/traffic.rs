@@ -258,6 +258,22 @@ fn judge(r: &Row, e: &Expect) -> (String, String) {
     }
 }
 
+/// A pair-stage row against what ran on its NIC: counters that did not
+/// move while erdma-perf runs on the NIC succeeded fail (the counters, or
+/// the runs, are not what they seem); a NIC no run used says so.
+pub fn judge_pairs(r: &mut Row, used_ok: bool) {
+    if r.verdict == "cannot prove" {
+        return;
+    }
+    let moved = r.tx_bytes.or(r.tx_packets).unwrap_or(0) + r.rx_bytes.or(r.rx_packets).unwrap_or(0);
+    if used_ok && moved == 0 {
+        r.verdict = "fail".into();
+        r.why = "the pair runs on this NIC succeeded but its counters did not move".into();
+    } else if !used_ok && moved == 0 {
+        r.why = "no successful pair run used this NIC".into();
+    }
+}
+
 /// The `traffic` section: every row, its status and text.
 #[derive(Debug, Clone, Default)]
 pub struct Proof {
@@ -464,6 +480,42 @@ mod tests {
         );
         assert_eq!(Proof::default().status(), Status::Ok);
         assert_eq!(p.to_json()["rows"][0]["tx_bytes"], Value::Null);
+    }
+
+    #[test]
+    fn pair_rows_against_their_runs() {
+        let e = Expect::default();
+        let mut still = rows(
+            "a",
+            "pairs",
+            &snap(None, Some(5), 0),
+            &snap(None, Some(5), 0),
+            &e,
+        );
+        judge_pairs(&mut still[0], true);
+        assert_eq!(still[0].verdict, "fail");
+        let mut idle = rows(
+            "a",
+            "pairs",
+            &snap(None, Some(5), 0),
+            &snap(None, Some(5), 0),
+            &e,
+        );
+        judge_pairs(&mut idle[0], false);
+        assert_eq!(
+            (idle[0].verdict.as_str(), idle[0].why.as_str()),
+            ("ok", "no successful pair run used this NIC")
+        );
+        let mut moved = rows(
+            "a",
+            "pairs",
+            &snap(None, Some(5), 0),
+            &snap(None, Some(9), 0),
+            &e,
+        );
+        judge_pairs(&mut moved[0], true);
+        assert_eq!(moved[0].verdict, "ok");
+        assert_eq!(moved[0].why, "4 packets (no byte counters) moved");
     }
 
     #[test]
