@@ -9,8 +9,10 @@
 //! every host's document. This module is the pure part (no MPI): parsing the
 //! gathered documents, the comparisons, the report and the exit status.
 //! With `--pairs`, every pair of ranks' NICs is then measured with erdma-perf
-//! ([`pairs`]) and the matrix joins the report. NCCL across the hosts is the
-//! next stage; it is not built yet.
+//! ([`pairs`], every NIC as a rail, the payload checked) and the matrix joins
+//! the report. With `--nccl`, the collectives run in-process on every host
+//! alone and then on all hosts ([`nccl`]); the RDMA counters read around the
+//! stages prove where their bytes went ([`traffic`]).
 
 use std::collections::BTreeMap;
 
@@ -56,10 +58,10 @@ pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
     version,
     about = "erdma-doctor on every host of a cluster, under mpirun (one rank per host), \
              with one report",
-    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs \
-                  [--baseline DIR]]\n\
-                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure \
-                  (with --baseline: also a pair under --fail-below); 3 bad arguments; 4 a \
+    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs] \
+                  [--nccl] [--baseline DIR]\n\
+                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure (a pair or \
+                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA); 3 bad arguments; 4 a \
                   report could not be written or read; 5 a rank was lost (no answer within \
                   --timeout in a stage: stopped, hung or gone) or MPI failed."
 )]

@@ -6,7 +6,9 @@
 //! in a stage within `--timeout`: the live ranks name it) or MPI failed.
 //! Built without the `mpi` feature it checks
 //! this host alone, as a cluster of one. `--pairs` adds the NIC pair matrix
-//! (erdma-perf between every two ranks, both directions).
+//! (erdma-perf between every two ranks, both directions, every rail),
+//! `--nccl` the collectives (every host alone, then all), and both the
+//! traffic proof (the RDMA counters around each stage).
 
 #![cfg_attr(not(test), no_main)]
 

@@ -246,7 +246,8 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
 }
 
 /// NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT ("AND n", "OR n", "MOD n",
-/// "DIV n" or & | % /), as nccl-tests computes the color.
+/// "DIV n" or & | % /), as nccl-tests computes the color; [`run_embedded`]'s
+/// color when one is given.
 pub fn split_color(proc: usize) -> i32 {
     if let Some(c) = *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) {
         return c;
