@@ -105,6 +105,7 @@ fn gpu_count() -> usize {
 /// `ERDMA_CLUSTER_HOOK=hosts-apart:K` (tests): the NCCL stage takes ranks
 /// K*i .. K*i+K-1 for host i, so that one machine runs the per-host
 /// communicators as a cluster would.
+#[cfg(feature = "mpi")]
 fn nccl_hosts(hosts: Vec<String>) -> Vec<String> {
     let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
     match hook

@@ -202,6 +202,13 @@ fn plan_backend(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
             why: format!("backend nccl: {min} GPU(s) per rank"),
             no_host_stage: None,
         },
+        // Built without MPI (a cluster of one): the host backend.
+        "auto" if !cfg!(feature = "mpi") => Plan {
+            backend: "host".into(),
+            gpus: 1,
+            why: mpi_why("host"),
+            no_host_stage: None,
+        },
         "auto" | "mpi" => Plan {
             backend: "mpi".into(),
             gpus: 1,
