@@ -374,9 +374,10 @@ fn nccl_stage_text_and_its_failures() {
         ],
     );
     assert_eq!(code, Some(2), "{out}{err}");
+    // One line for the stage (each rank's message inside it: they name
+    // the memory each saw, which may differ between the ranks).
     assert_eq!(
-        out.matches("fail  cluster all_reduce: rank 0,1: exit 2: ")
-            .count(),
+        out.matches("fail  cluster all_reduce: rank 0").count(),
         1,
         "{out}"
     );
@@ -387,7 +388,9 @@ fn nccl_stage_text_and_its_failures() {
     let (code, _, err) = mpirun(2, &["--nccl", "--nccl-args", "-b 8 -g 2"]);
     assert_eq!(code, Some(3), "{err}");
     assert_eq!(
-        err.matches("erdma-cluster: --nccl-args: -g is set by erdma-cluster")
+        // (Not with its "erdma-cluster: " prefix: mpirun's own lines may
+        // land between the two writes of one message.)
+        err.matches("--nccl-args: -g is set by erdma-cluster")
             .count(),
         1,
         "{err}"

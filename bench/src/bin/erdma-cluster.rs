@@ -43,7 +43,10 @@ fn parse(speak: bool, size: usize) -> Result<Args, i32> {
     };
     if let Err(e) = cluster::check_args(&a).and_then(|()| pairs_ok()) {
         if speak {
-            eprintln!("erdma-cluster: {e}");
+            // One write: eprintln! writes the parts apart, and mpirun's
+            // own lines could land between them.
+            let line = format!("erdma-cluster: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         }
         return Err(cluster::EXIT_USAGE);
     }

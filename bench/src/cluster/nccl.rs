@@ -682,6 +682,9 @@ fn stage(
                 .push(r),
         }
     }
+    // Each message once with its ranks, the lowest rank's first.
+    let mut errors: Vec<(String, Vec<usize>)> = errors.into_iter().collect();
+    errors.sort_by_key(|(_, rs)| rs[0]);
     let error = (!errors.is_empty()).then(|| {
         errors
             .iter()

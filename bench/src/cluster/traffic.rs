@@ -188,7 +188,7 @@ pub fn rows(host: &str, stage: &str, before: &Value, after: &Value, e: &Expect) 
                 errors.insert(k.clone(), d);
             }
         }
-        let mut r = Row {
+        let r = Row {
             host: host.to_owned(),
             nic,
             stage: stage.to_owned(),
@@ -201,14 +201,29 @@ pub fn rows(host: &str, stage: &str, before: &Value, after: &Value, e: &Expect) 
             verdict: String::new(),
             why: String::new(),
         };
-        (r.verdict, r.why) = judge(&r, e);
         out.push(r);
+    }
+    // The host's NICs together against what the host had to send: NCCL
+    // may use some of them only (NCCL_IB_HCA).
+    let host_moved: u64 = out.iter().filter_map(moved_bytes).sum();
+    for r in &mut out {
+        if r.verdict.is_empty() {
+            (r.verdict, r.why) = judge(r, e, host_moved);
+        }
     }
     out
 }
 
 /// A row's verdict: the bytes (or packets) moved against the expectation.
-fn judge(r: &Row, e: &Expect) -> (String, String) {
+/// What a row moved in bytes (packets x [`PACKET_BYTES`] where the
+/// driver counts packets only); None without counters.
+fn moved_bytes(r: &Row) -> Option<u64> {
+    let bytes = r.tx_bytes.zip(r.rx_bytes).map(|(t, x)| t.max(x));
+    let packets = r.tx_packets.zip(r.rx_packets).map(|(t, x)| t.max(x));
+    bytes.or(packets.map(|p| p.saturating_mul(PACKET_BYTES)))
+}
+
+fn judge(r: &Row, e: &Expect, host_moved: u64) -> (String, String) {
     let bytes = r.tx_bytes.zip(r.rx_bytes).map(|(t, x)| t.max(x));
     let packets = r.tx_packets.zip(r.rx_packets).map(|(t, x)| t.max(x));
     let (moved, unit, scale) = match (bytes, packets) {
@@ -230,11 +245,14 @@ fn judge(r: &Row, e: &Expect) -> (String, String) {
     match e.host_bytes {
         Some(want) if want > 0 => {
             let need = r.expected_bytes.unwrap_or(want) / scale;
-            let share = moved as f64 / need.max(1) as f64;
+            let share = host_moved as f64 / want.max(1) as f64;
             if share >= MIN_SHARE {
                 (
                     "ok".into(),
-                    format!("{moved} {unit} moved, about {need} expected{errs}"),
+                    format!(
+                        "{moved} {unit} moved, about {need} expected per NIC; the host's NICs \
+                         {host_moved} B of about {want} B{errs}"
+                    ),
                 )
             } else if e.must_use_rdma {
                 (
@@ -444,6 +462,29 @@ mod tests {
             .verdict,
             "warn"
         );
+    }
+
+    #[test]
+    fn the_host_s_nics_together() {
+        let e = Expect {
+            host_bytes: Some(1000),
+            must_use_rdma: true,
+            causes: String::new(),
+        };
+        let two = |a: u64, b: u64| {
+            json!([{"nic": "erdma_0", "port": 1, "tx_bytes": a, "rx_bytes": a, "errors": {}},
+                   {"nic": "erdma_1", "port": 1, "tx_bytes": b, "rx_bytes": b, "errors": {}}])
+        };
+        // NCCL used erdma_0 only (NCCL_IB_HCA): the host moved its bytes.
+        let r = rows("a", "s", &two(0, 0), &two(950, 0), &e);
+        assert_eq!(
+            (r[0].verdict.as_str(), r[1].verdict.as_str()),
+            ("ok", "ok"),
+            "{r:?}"
+        );
+        assert_eq!(r[0].expected_bytes, Some(500));
+        let r = rows("a", "s", &two(0, 0), &two(20, 20), &e);
+        assert_eq!(r[1].verdict, "fail", "{r:?}");
     }
 
     #[test]
