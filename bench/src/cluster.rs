@@ -9,8 +9,10 @@
 //! every host's document. This module is the pure part (no MPI): parsing the
 //! gathered documents, the comparisons, the report and the exit status.
 //! With `--pairs`, every pair of ranks' NICs is then measured with erdma-perf
-//! ([`pairs`]) and the matrix joins the report. NCCL across the hosts is the
-//! next stage; it is not built yet.
+//! ([`pairs`], every NIC as a rail, the payload checked) and the matrix joins
+//! the report. With `--nccl`, the collectives run in-process on every host
+//! alone and then on all hosts ([`nccl`]); the RDMA counters read around the
+//! stages prove where their bytes went ([`traffic`]).
 
 use std::collections::BTreeMap;
 
@@ -22,7 +24,9 @@ use crate::meta::RunMeta;
 
 pub mod baseline;
 pub mod html;
+pub mod nccl;
 pub mod pairs;
+pub mod traffic;
 use baseline::Comparison;
 use pairs::Matrix;
 
@@ -55,10 +59,10 @@ pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
     version,
     about = "erdma-doctor on every host of a cluster, under mpirun (one rank per host), \
              with one report",
-    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs \
-                  [--baseline DIR]]\n\
-                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure \
-                  (with --baseline: also a pair under --fail-below); 3 bad arguments; 4 a \
+    after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs] \
+                  [--nccl] [--baseline DIR]\n\
+                  Exit status: 0 every check ok on every host; 1 a warning; 2 a failure (a pair or \
+                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA); 3 bad arguments; 4 a \
                   report could not be written or read; 5 a rank was lost (no answer within \
                   --timeout in a stage: stopped, hung or gone) or MPI failed."
 )]
@@ -76,9 +80,13 @@ pub struct Args {
     /// The NIC pair stage.
     #[command(flatten)]
     pub pair: pairs::PairArgs,
+    /// The NCCL stage.
+    #[command(flatten)]
+    pub nccl: nccl::NcclArgs,
     /// Compare each pair's bandwidth with the same pair under DIR, written by
-    /// an earlier run's --out (perf-CLIENT-SERVER.json); needs --pairs.
-    #[arg(long, value_name = "DIR", requires = "pairs")]
+    /// an earlier run's --out (perf-CLIENT-SERVER.json), and each NCCL
+    /// stage's busbw with its nccl-*.json there; needs --pairs or --nccl.
+    #[arg(long, value_name = "DIR")]
     pub baseline: Option<std::path::PathBuf>,
     /// With --baseline: a pair under R times its baseline bandwidth fails.
     #[arg(
@@ -110,6 +118,10 @@ pub struct Stages<'a> {
     pub pairs: Option<&'a Matrix>,
     /// The matrix against the baseline.
     pub baseline: Option<&'a Comparison>,
+    /// The NCCL stage (`--nccl`).
+    pub nccl: Option<&'a nccl::Report>,
+    /// The traffic proof around the pair and NCCL stages.
+    pub traffic: Option<&'a traffic::Proof>,
 }
 
 impl Stages<'_> {
@@ -117,7 +129,9 @@ impl Stages<'_> {
     fn status(&self) -> Option<Status> {
         let p = self.pairs.map(Matrix::status);
         let b = self.baseline.map(Comparison::status);
-        p.max(b)
+        let n = self.nccl.map(nccl::Report::status);
+        let t = self.traffic.map(traffic::Proof::status);
+        p.max(b).max(n).max(t)
     }
 }
 
@@ -447,6 +461,12 @@ pub fn render_text(
     if let Some(c) = stages.baseline {
         s.push_str(&c.render_text());
     }
+    if let Some(n) = stages.nccl {
+        s.push_str(&n.render_text());
+    }
+    if let Some(t) = stages.traffic {
+        s.push_str(&t.render_text());
+    }
     let worst = overall(reports, across, stages);
     s.push_str(&format!(
         "# result: {} (exit {})\n",
@@ -523,6 +543,12 @@ pub fn render_json(
     if let Some(c) = stages.baseline {
         m.insert("baseline".into(), c.to_json());
     }
+    if let Some(n) = stages.nccl {
+        m.insert("nccl".into(), n.to_json());
+    }
+    if let Some(t) = stages.traffic {
+        m.insert("traffic".into(), t.to_json());
+    }
     Value::Object(m)
 }
 
@@ -584,17 +610,45 @@ pub fn write_out(
         std::fs::write(&p, format!("{:#}\n", r.doc)).map_err(|e| fail(&p, e))?;
     }
     let labels = safe_labels(reports);
-    for (c, s, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
+    for (c, s, suffix, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
         let (Some(c), Some(s)) = (labels.get(c), labels.get(s)) else {
             continue;
         };
-        let p = dir.join(format!("perf-{c}-{s}.json"));
+        let p = dir.join(format!("perf-{c}-{s}{suffix}.json"));
         std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| fail(&p, e))?;
     }
     let p = dir.join("cluster.json");
     std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))?;
     let p = dir.join("report.html");
     std::fs::write(&p, html::render(whole)).map_err(|e| fail(&p, e))
+}
+
+/// What the ranks sent of the stages after the pairs (each index = rank).
+#[derive(Debug, Clone, Default)]
+pub struct Gathered {
+    /// The NCCL stage's plan and each rank's runs (`--nccl`).
+    pub nccl: Option<(nccl::Plan, Vec<Vec<u8>>)>,
+    /// Each rank's RDMA counters around the pair stage, `{"before",
+    /// "after"}` (null but on each host's first rank).
+    pub pair_counters: Option<Vec<Vec<u8>>>,
+    /// The host of each rank as the NCCL stage split them, when not the
+    /// doctor's (a test hook takes each rank for a host).
+    pub nccl_hosts: Option<Vec<String>>,
+}
+
+/// Writes each NCCL run's -J document under `dir` (nccl-cluster-TEST.json,
+/// nccl-host-HOST-TEST.json).
+pub fn write_nccl(dir: &std::path::Path, rep: Option<&nccl::Report>) -> Result<(), String> {
+    for (name, doc) in rep.into_iter().flat_map(nccl::Report::files) {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| {
+            format!(
+                "writing {}: {e}: check that the directory is writable",
+                p.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Rank 0's work once the documents are gathered: prints the report (text
@@ -605,6 +659,134 @@ pub fn report(
     meta: &RunMeta,
     raw: &[Vec<u8>],
     pairs: Option<&[Vec<u8>]>,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> i32 {
+    report_with(args, meta, raw, pairs, &Gathered::default(), out, err)
+}
+
+/// Each rank's host name, from the gathered doctor documents ("?" for one
+/// that is not JSON: [`report`] says so).
+pub fn host_names(raw: &[Vec<u8>]) -> Vec<String> {
+    raw.iter()
+        .map(|b| {
+            serde_json::from_slice::<Value>(b)
+                .ok()
+                .and_then(|d| d["host"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "?".into())
+        })
+        .collect()
+}
+
+/// Whether each rank is the first of its host (it reads the host's
+/// counters for the traffic proof; the others would repeat them).
+pub fn first_of_host(hosts: &[String]) -> Vec<bool> {
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| !hosts[..i].contains(h))
+        .collect()
+}
+
+/// Whether a successful pair run used `nic` on `host` (a run without a
+/// device name used the host's first, erdma-perf's default).
+fn used_ok(m: &Matrix, hosts: &[String], host: &str, nic: &str) -> bool {
+    m.runs.iter().filter(|r| r.error.is_none()).any(|r| {
+        let (rank, dev) = if r.role == "client" {
+            (r.client, &r.client_device)
+        } else {
+            (r.server, &r.server_device)
+        };
+        hosts.get(rank).is_some_and(|h| h == host)
+            && dev
+                .as_deref()
+                .is_none_or(|d| d == nic.split(':').next().unwrap_or(nic))
+    })
+}
+
+/// The NCCL stage and the traffic proof from what the ranks sent.
+fn later_stages(
+    args: &Args,
+    reports: &[HostReport],
+    m: Option<&Matrix>,
+    g: &Gathered,
+) -> Result<(Option<nccl::Report>, Option<traffic::Proof>), String> {
+    let hosts: Vec<String> = reports.iter().map(|r| r.host().to_owned()).collect();
+    let first = first_of_host(&hosts);
+    let mut proof = traffic::Proof::default();
+    let mut any = false;
+    if let Some(raw) = &g.pair_counters {
+        any = true;
+        for (r, bytes) in raw.iter().enumerate().filter(|(r, _)| first[*r]) {
+            let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+            let e = traffic::Expect::default();
+            for mut row in traffic::rows(&hosts[r], "pairs", &v["before"], &v["after"], &e) {
+                let used = m.is_some_and(|m| used_ok(m, &hosts, &row.host, &row.nic));
+                traffic::judge_pairs(&mut row, used);
+                proof.rows.push(row);
+            }
+        }
+    }
+    let Some((plan, raw)) = &g.nccl else {
+        return Ok((None, any.then_some(proof)));
+    };
+    let hosts = g.nccl_hosts.clone().unwrap_or(hosts);
+    let first = first_of_host(&hosts);
+    let slowest = m.and_then(|m| m.gbps.iter().flatten().flatten().copied().reduce(f64::min));
+    let nics = args
+        .pair
+        .devices
+        .first()
+        .map_or(1, |d| d.split('+').count());
+    let ctx = nccl::Context {
+        args: &args.nccl,
+        hosts: &hosts,
+        expected: nccl::expected_busbw(slowest, nics),
+        baseline: args.baseline.as_deref().map(|d| (d, args.fail_below)),
+    };
+    let (rep, runs) = nccl::Report::from_ranks(&ctx, plan.clone(), raw)?;
+    let docs: Vec<Value> = reports.iter().map(|r| r.doc.clone()).collect();
+    let causes = traffic::causes(&docs);
+    let nhosts = nccl::distinct_hosts(&hosts).len();
+    for st in &rep.stages {
+        let nranks = st.ranks.len() * plan.gpus;
+        let host_bytes = match (st.scope.as_str(), &st.doc) {
+            ("cluster", Some(d)) => nccl::expected_host_bytes(&st.collective, d, nhosts, nranks),
+            ("cluster", None) => None,
+            _ => Some(0),
+        };
+        let e = traffic::Expect {
+            host_bytes,
+            must_use_rdma: plan.backend == "nccl",
+            causes: causes.clone(),
+        };
+        let label = format!("nccl {} {}", st.name, st.collective);
+        for &r in st.ranks.iter().filter(|&&r| first[r]) {
+            let Some(run) = runs[r]
+                .iter()
+                .find(|x| x.test == st.collective && x.scope == st.scope)
+            else {
+                continue;
+            };
+            proof.rows.extend(traffic::rows(
+                &hosts[r],
+                &label,
+                &run.before,
+                &run.after,
+                &e,
+            ));
+        }
+    }
+    Ok((Some(rep), Some(proof)))
+}
+
+/// [`report`] with the later stages' gathered data.
+pub fn report_with(
+    args: &Args,
+    meta: &RunMeta,
+    raw: &[Vec<u8>],
+    pairs: Option<&[Vec<u8>]>,
+    g: &Gathered,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> i32 {
@@ -628,9 +810,18 @@ pub fn report(
         .as_deref()
         .zip(m)
         .map(|(dir, m)| baseline::compare(dir, args.fail_below, &labels, m));
+    let (nccl_report, proof) = match later_stages(args, &reports, m, g) {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = writeln!(err, "erdma-cluster: {e}");
+            return EXIT_OUTPUT;
+        }
+    };
     let stages = Stages {
         pairs: m,
         baseline: against.as_ref(),
+        nccl: nccl_report.as_ref(),
+        traffic: proof.as_ref(),
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -648,7 +839,8 @@ pub fn report(
         return EXIT_OUTPUT;
     }
     if let Some(dir) = &args.out
-        && let Err(e) = write_out(dir, &reports, m, &whole)
+        && let Err(e) =
+            write_out(dir, &reports, m, &whole).and_then(|()| write_nccl(dir, nccl_report.as_ref()))
     {
         let _ = writeln!(err, "erdma-cluster: {e}");
         return EXIT_OUTPUT;
@@ -659,17 +851,23 @@ pub fn report(
 /// The checks of the command line that clap cannot make: [`check_skips`],
 /// [`check_timeout`] and [`check_baseline`].
 pub fn check_args(args: &Args) -> Result<(), String> {
+    if args.nccl.nccl {
+        nccl::check(&args.nccl)?;
+    }
     check_skips(args)?;
     check_timeout(args)?;
     check_baseline(args)
 }
 
 /// `--baseline DIR` names a directory (a typo must fail the CI gate at
-/// once, not turn every pair into a warning).
+/// once, not turn every pair into a warning), with a stage to compare.
 pub fn check_baseline(args: &Args) -> Result<(), String> {
     let Some(dir) = &args.baseline else {
         return Ok(());
     };
+    if !args.pair.pairs && !args.nccl.nccl {
+        return Err("--baseline: needs --pairs or --nccl (the stages it compares)".into());
+    }
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(format!(

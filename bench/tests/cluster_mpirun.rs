@@ -189,10 +189,11 @@ fn bad_pair_options_are_said_once() {
     let (code, _, err) = mpirun(2, &["--pairs", "--pair-port", "65535"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("take a lower port"), "{err}");
-    // --baseline compares pairs: it needs --pairs; --fail-below a ratio.
+    // --baseline compares pairs or NCCL stages: it needs --pairs or
+    // --nccl; --fail-below a ratio.
     let (code, _, err) = mpirun(2, &["--baseline", "/tmp"]);
     assert_eq!(code, Some(3), "{err}");
-    assert!(err.contains("--pairs"), "{err}");
+    assert!(err.contains("needs --pairs or --nccl"), "{err}");
     let (code, _, err) = mpirun(2, &["--pairs", "--baseline", "/tmp", "--fail-below", "0"]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("is not a positive number"), "{err}");
@@ -216,4 +217,184 @@ fn a_stopped_rank_is_named_and_the_job_ends_with_5() {
     );
     // mpirun's start, 3 s, the census's 3 s, mpirun ending the job.
     assert!(t.elapsed() < Duration::from_secs(40), "{:?}", t.elapsed());
+}
+
+/// The NCCL stage without GPUs or RDMA: the collectives' driver in-process
+/// on the MPI backend, 4 ranks taken for 2 hosts of 2 (the hosts-apart
+/// test hook), so the per-host communicators are split as on a cluster;
+/// every run's -J document under --out; the traffic proof cannot prove.
+#[test]
+fn nccl_stage_runs_on_the_mpi_backend_without_gpus() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-nccl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = mpirun_env(
+        4,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--nccl",
+            "--nccl-tests",
+            "all_reduce,all_gather",
+            "--nccl-args",
+            "-b 8 -e 64K -f 8 -n 5 -w 1 -c 1",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "hosts-apart:2")],
+    );
+    // rdma.devices fails on every host: 2.
+    assert_eq!(code, Some(2), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    let n = &v["nccl"];
+    assert_eq!(n["backend"], "mpi");
+    assert_eq!(
+        n["why"],
+        "backend mpi: no GPU; this stage measures MPI over TCP/shared memory, not NCCL"
+    );
+    assert_eq!(n["status"], "ok", "{n}");
+    let stages = n["stages"].as_array().unwrap();
+    let names: Vec<String> = stages
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {}",
+                s["name"].as_str().unwrap(),
+                s["collective"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let host = v["hosts"][0]["host"].as_str().unwrap();
+    assert_eq!(
+        names,
+        [
+            format!("host {host}-0 all_reduce"),
+            format!("host {host}-1 all_reduce"),
+            "cluster all_reduce".into(),
+            format!("host {host}-0 all_gather"),
+            format!("host {host}-1 all_gather"),
+            "cluster all_gather".into(),
+        ]
+    );
+    for s in stages {
+        assert_eq!(s["status"], "ok", "{s}");
+        let rows = s["rows"].as_array().unwrap();
+        // 8, 64, 512, 4K, 32K bytes.
+        assert_eq!(rows.len(), 5, "{s}");
+        assert!(rows.iter().all(|r| r["wrong"] == 0), "{s}");
+        // The communicator's ranks: 2 per host, 4 together; 2 ranks
+        // move data, so busbw is above 0 at 32 KiB.
+        assert!(rows[4]["busbw"].as_f64().unwrap() > 0.0, "{s}");
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(s["json"].as_str().unwrap())).unwrap())
+                .unwrap();
+        let procs = if s["scope"] == "host" { 2 } else { 4 };
+        assert_eq!(doc["results"].as_array().unwrap().len(), 5);
+        assert_eq!(s["ranks"].as_array().unwrap().len(), procs, "{s}");
+        assert!(
+            s["rerun"].as_str().unwrap().starts_with("mpirun -np "),
+            "{s}"
+        );
+    }
+    // 2 hosts, 4 ranks: all_reduce sends 2 x 3/4 of each size per host,
+    // 1 warm-up + 2 x (5 + 1 check) = 13 times: 1.5 x 37448 x 13.
+    let traffic = v["traffic"]["rows"].as_array().unwrap();
+    // Per collective: each host stage its host, the cluster stage both.
+    assert_eq!(traffic.len(), 2 * (1 + 1 + 2), "{traffic:?}");
+    assert!(
+        traffic
+            .iter()
+            .all(|r| r["verdict"] == "cannot prove" && r["tx_bytes"].is_null())
+    );
+    let cluster = traffic
+        .iter()
+        .find(|r| r["stage"] == "nccl cluster all_reduce")
+        .unwrap();
+    assert_eq!(cluster["expected_bytes"], 730_236, "{cluster}");
+    assert_eq!(v["traffic"]["status"], "warn");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.starts_with("nccl-"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 6, "{files:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The text report of the NCCL stage on one host of 2 ranks, and its
+/// failure (buffers larger than the host) said once per stage; bad
+/// --nccl-args are a usage error said once.
+#[test]
+fn nccl_stage_text_and_its_failures() {
+    if has_rdma() {
+        return;
+    }
+    let (code, out, err) = mpirun(
+        2,
+        &[
+            "--skip",
+            "gpu",
+            "--nccl",
+            "--nccl-args",
+            "-b 1K -e 4K -f 2 -n 2 -w 1 -c 1",
+        ],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        out.contains("# NCCL stage: the collectives in-process, backend mpi: no GPU; this stage measures MPI over TCP/shared memory, not NCCL\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\ncluster all_reduce  ok           4 KiB"),
+        "{out}"
+    );
+    assert!(
+        out.contains("expected: one host: the cluster stage does not cross the NICs"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# traffic proof: RDMA port counters around each stage"),
+        "{out}"
+    );
+    assert!(
+        out.contains("cannot prove: no RDMA device on this host to count on"),
+        "{out}"
+    );
+    let (code, out, err) = mpirun(
+        2,
+        &[
+            "--skip",
+            "gpu",
+            "--nccl",
+            "--nccl-args",
+            "-b 8 -e 4000G -c 1",
+        ],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    // One line for the stage (each rank's message inside it: they name
+    // the memory each saw, which may differ between the ranks).
+    assert_eq!(
+        out.matches("fail  cluster all_reduce: rank 0").count(),
+        1,
+        "{out}"
+    );
+    assert!(
+        out.contains("this host cannot hold the buffers of its ranks"),
+        "{out}"
+    );
+    let (code, _, err) = mpirun(2, &["--nccl", "--nccl-args", "-b 8 -g 2"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(
+        // (Not with its "erdma-cluster: " prefix: mpirun's own lines may
+        // land between the two writes of one message.)
+        err.matches("--nccl-args: -g is set by erdma-cluster")
+            .count(),
+        1,
+        "{err}"
+    );
 }

@@ -5,7 +5,7 @@
 
 mod cluster_common;
 
-use cluster_common::{check, mpirun};
+use cluster_common::{check, mpirun, mpirun_env};
 
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
@@ -184,4 +184,172 @@ fn pairs_over_siw_through_rdma_cm() {
         "18700",
         None,
     );
+}
+
+/// Every NIC as a rail: each rank has both rxe devices (rank 0 rxe0+rxe1,
+/// rank 1 rxe1+rxe0: rails of one kind, since a RoCE NIC cannot reach an
+/// iWARP one and -x is one GID index for the job), the payload checked,
+/// the rxe packet counters moving during the pair stage; then the NCCL
+/// stage on the MPI backend with the ranks taken for two hosts
+/// (hosts-apart:1): Open MPI moves the data over TCP/shared memory, not
+/// rxe, and the traffic proof says so ("not over RDMA", a warning).
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rails_counters_and_the_mpi_stage_not_over_rdma() {
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    let perf = format!("-x {gid} -s 65536 -n 100 --report_gbits");
+    let (code, text, err) = mpirun_env(
+        2,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--devices",
+            "rxe0+rxe1,rxe1+rxe0",
+            "--perf-args",
+            &perf,
+            "--pair-port",
+            "18800",
+            "--nccl",
+            "--nccl-args",
+            "-b 64K -e 256K -f 4 -n 5 -w 1 -c 1",
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "hosts-apart:1")],
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
+    let pairs = &v["pairs"];
+    assert_eq!(pairs["status"], "ok", "{pairs:#}{err}");
+    let rails = pairs["rails"].as_array().unwrap();
+    assert_eq!(rails.len(), 2, "{pairs:#}");
+    assert_eq!(rails[1]["devices"], serde_json::json!(["rxe1", "rxe0"]));
+    for r in rails {
+        for (i, j) in [(0, 1), (1, 0)] {
+            assert!(r["gbps"][i][j].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let runs = pairs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 8, "2 rails x 2 directions x 2 sides");
+    assert!(runs.iter().all(|r| r["verified"] == true), "{pairs:#}");
+    let rows = v["traffic"]["rows"].as_array().unwrap();
+    for nic in ["rxe0", "rxe1"] {
+        let r = rows
+            .iter()
+            .find(|r| r["stage"] == "pairs" && r["nic"] == nic)
+            .unwrap_or_else(|| panic!("no pairs row of {nic}: {rows:?}"));
+        // rxe under emulation retries now and then (completer_retry_err):
+        // a warning that names the counter, not a failure.
+        let why = r["why"].as_str().unwrap();
+        assert!(
+            r["verdict"] == "ok"
+                || (r["verdict"] == "warn" && why.contains("error counters moved: ")),
+            "{r}"
+        );
+        // rxe counts packets only: bytes unknown, never 0.
+        assert!(r["tx_bytes"].is_null(), "{r}");
+        assert!(r["tx_packets"].as_u64().unwrap() > 100, "{r}");
+    }
+    let n = &v["nccl"];
+    assert_eq!(n["backend"], "mpi", "{n}");
+    assert_eq!(n["status"], "ok", "{n}");
+    let cluster = rows
+        .iter()
+        .find(|r| r["stage"] == "nccl cluster all_reduce" && r["nic"] == "rxe0")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(cluster["verdict"], "warn", "{cluster}");
+    assert!(
+        cluster["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("not over RDMA: "),
+        "{cluster}"
+    );
+    // The shared-host warning and the finding: a warning, no failure.
+    assert_eq!(code, Some(1), "{text}{err}");
+}
+
+/// The corruption hook in rank 1's receive path: the first block it checks
+/// (as the server of rank 0's RDMA WRITEs) reads as corrupted, and the
+/// report names the pair, NICs and direction.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn a_corrupted_payload_fails_the_pair() {
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    let perf = format!("-x {gid} -s 65536 -n 100");
+    let (code, text, err) = mpirun_env(
+        2,
+        &[
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--devices",
+            "rxe0,rxe1",
+            "--perf-args",
+            &perf,
+            "--pair-port",
+            "18850",
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "corrupt:1")],
+    );
+    assert_eq!(code, Some(2), "{text}{err}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("fail  payload corrupted: "))
+        .unwrap_or_else(|| panic!("{text}{err}"));
+    assert!(
+        line.contains("/rxe0 -> ") && line.contains("/rxe1 (found by the server): "),
+        "{line}"
+    );
+    assert!(line.contains("the data was corrupted"), "{line}");
+    // Only that direction: the other one checked every byte as sent.
+    assert!(text.contains("payload: "), "{text}");
+}
+
+/// Both siw devices of each rank as rails (iWARP: RDMA CM without asking):
+/// both rails measured, every byte checked; siw has no counters, so the
+/// traffic proof says "cannot prove" (a warning), never 0.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rails_over_siw_cannot_prove_their_bytes() {
+    if std::env::var("ERDMA_RIG_SIW").map_or(true, |s| s.is_empty()) {
+        eprintln!("no siw in this rig run");
+        return;
+    }
+    let (code, text, err) = mpirun(
+        2,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--devices",
+            "siw0+siw1,siw1+siw0",
+            "--perf-args",
+            "-s 65536 -n 200 --report_gbits",
+            "--pair-port",
+            "18900",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    let pairs = &v["pairs"];
+    assert_eq!(pairs["status"], "ok", "{pairs:#}{err}");
+    assert_eq!(pairs["rails"].as_array().unwrap().len(), 2, "{pairs:#}");
+    assert!(
+        pairs["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["verified"] == true)
+    );
+    let rows = v["traffic"]["rows"].as_array().unwrap();
+    for nic in ["siw0", "siw1"] {
+        let r = rows
+            .iter()
+            .find(|r| r["stage"] == "pairs" && r["nic"] == nic)
+            .unwrap_or_else(|| panic!("no pairs row of {nic}: {rows:?}"));
+        assert_eq!(r["verdict"], "cannot prove", "{r}");
+        assert!(r["tx_bytes"].is_null() && r["tx_packets"].is_null(), "{r}");
+    }
+    assert_eq!(code, Some(1), "warnings only: {text}{err}");
 }

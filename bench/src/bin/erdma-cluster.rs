@@ -6,12 +6,14 @@
 //! in a stage within `--timeout`: the live ranks name it) or MPI failed.
 //! Built without the `mpi` feature it checks
 //! this host alone, as a cluster of one. `--pairs` adds the NIC pair matrix
-//! (erdma-perf between every two ranks, both directions).
+//! (erdma-perf between every two ranks, both directions, every rail),
+//! `--nccl` the collectives (every host alone, then all), and both the
+//! traffic proof (the RDMA counters around each stage).
 
 #![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
-use erdma_bench::cluster::{self, Args, pairs};
+use erdma_bench::cluster::{self, Args, nccl, pairs, traffic};
 use erdma_bench::doctor::{self, system::SystemHost};
 use erdma_bench::meta::RunMeta;
 
@@ -41,7 +43,10 @@ fn parse(speak: bool, size: usize) -> Result<Args, i32> {
     };
     if let Err(e) = cluster::check_args(&a).and_then(|()| pairs_ok()) {
         if speak {
-            eprintln!("erdma-cluster: {e}");
+            // One write: eprintln! writes the parts apart, and mpirun's
+            // own lines could land between them.
+            let line = format!("erdma-cluster: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         }
         return Err(cluster::EXIT_USAGE);
     }
@@ -60,21 +65,77 @@ fn pair_runs(
     // The options were checked by parse(): only the device differs by rank.
     let runs = match pairs::options(&args.pair, rank) {
         Ok(o) => {
-            let (iwarp, addr) = pairs::local_endpoint(&o, host);
-            let addrs = exchange(addr);
-            pairs::run_rank(&args.pair, rank, &addrs, iwarp, barrier)
+            let mine = pairs::local_endpoints(&args.pair, rank, &o, host);
+            let eps: Vec<_> = exchange(mine)
+                .iter()
+                .map(|t| pairs::parse_endpoints(t))
+                .collect();
+            pairs::run_rank(&args.pair, rank, &eps, barrier)
         }
         Err(_) => {
             // Not reached (rank 0 checked the same options), but a rank
             // that leaves the exchange or the barriers would hang the rest.
-            let addrs = exchange(String::new());
-            for _ in 0..2 * pairs::rounds(addrs.len()) {
+            let eps: Vec<_> = exchange(String::new())
+                .iter()
+                .map(|t| pairs::parse_endpoints(t))
+                .collect();
+            for _ in 0..pairs::barriers(&args.pair, &eps) {
                 barrier();
             }
             Vec::new()
         }
     };
     serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect())
+        .to_string()
+        .into_bytes()
+}
+
+/// This host's RDMA counters, on the first rank of each host only (the
+/// others would count the same NICs again).
+fn counters(first: bool) -> serde_json::Value {
+    if first {
+        traffic::snapshot()
+    } else {
+        serde_json::Value::Null
+    }
+}
+
+/// The GPUs this rank sees (0 without CUDA).
+fn gpu_count() -> usize {
+    erdma::cuda::device_count().unwrap_or(0)
+}
+
+/// `ERDMA_CLUSTER_HOOK=hosts-apart:K` (tests): the NCCL stage takes ranks
+/// K*i .. K*i+K-1 for host i, so that one machine runs the per-host
+/// communicators as a cluster would.
+#[cfg(feature = "mpi")]
+fn nccl_hosts(hosts: Vec<String>) -> Vec<String> {
+    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
+    match hook
+        .strip_prefix("hosts-apart:")
+        .and_then(|k| k.parse::<usize>().ok())
+    {
+        Some(k) if k > 0 => hosts
+            .into_iter()
+            .enumerate()
+            .map(|(r, h)| format!("{h}-{}", r / k))
+            .collect(),
+        _ => hosts,
+    }
+}
+
+/// This rank's NCCL runs as the JSON array it sends to rank 0.
+fn nccl_runs(
+    args: &Args,
+    rank: usize,
+    hosts: &[String],
+    plan: &nccl::Plan,
+    first: bool,
+) -> Vec<u8> {
+    let runs = nccl::run_rank(&args.nccl, plan, hosts, rank, args.timeout, &mut || {
+        counters(first)
+    });
+    serde_json::Value::Array(runs.iter().map(nccl::RankRun::to_json).collect())
         .to_string()
         .into_bytes()
 }
@@ -131,6 +192,12 @@ mod world {
         pub fn all_gather(&self, mine: &[u8], stage: &str) -> Vec<Vec<u8>> {
             bootstrap::allgather_var(&*self.boot, mine)
                 .unwrap_or_else(|e| lost_with(Some(&*self.boot), self.timeout_s, stage, e))
+        }
+
+        /// Makes this world the one the collectives' waits watch again
+        /// (after an in-process benchmark run).
+        pub fn reclaim(&self) {
+            job::set_world(self.boot.clone());
         }
 
         /// Waits for every rank.
@@ -222,6 +289,10 @@ fn run() -> i32 {
     let world = world::World::new(args.timeout);
     let host = SystemHost::new();
     let reports = world.all_gather(&local_report(&args, &host), "gathering the hosts' checks");
+    let hosts = cluster::host_names(&reports);
+    let first = cluster::first_of_host(&hosts)[rank];
+    let mut gathered = cluster::Gathered::default();
+    let before = args.pair.pairs.then(|| counters(first));
     let pair_raw = args.pair.pairs.then(|| {
         let exchange = |mine: String| {
             world
@@ -235,13 +306,41 @@ fn run() -> i32 {
         });
         world.all_gather(&mine, "gathering the pair runs")
     });
+    if let Some(before) = before {
+        let mine = serde_json::json!({"before": before, "after": counters(first)});
+        gathered.pair_counters =
+            Some(world.all_gather(mine.to_string().as_bytes(), "gathering the counters"));
+    }
+    if args.nccl.nccl {
+        let gpus = world.all_gather(&(gpu_count() as u64).to_le_bytes(), "counting the GPUs");
+        let gpus: Vec<usize> = gpus
+            .iter()
+            .map(|b| {
+                b.get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .map_or(0, u64::from_le_bytes) as usize
+            })
+            .collect();
+        let nh = nccl_hosts(hosts.clone());
+        let on_host: Vec<usize> = nh
+            .iter()
+            .map(|h| nh.iter().filter(|x| *x == h).count())
+            .collect();
+        let plan = nccl::plan(&args.nccl, &gpus, &on_host);
+        let nfirst = cluster::first_of_host(&nh)[rank];
+        let mine = nccl_runs(&args, rank, &nh, &plan, nfirst);
+        world.reclaim();
+        gathered.nccl = Some((plan, world.all_gather(&mine, "gathering the NCCL runs")));
+        gathered.nccl_hosts = (nh != hosts).then_some(nh);
+    }
     let mut code = 0i32;
     if world.rank() == 0 {
-        code = cluster::report(
+        code = cluster::report_with(
             &args,
             &RunMeta::now("erdma-cluster"),
             &reports,
             pair_raw.as_deref(),
+            &gathered,
             &mut cli::Stdout,
             &mut std::io::stderr().lock(),
         );
@@ -259,15 +358,28 @@ fn run() -> i32 {
         Err(code) => std::process::exit(code),
     };
     let host = SystemHost::new();
+    let before = args.pair.pairs.then(|| counters(true));
     let pair_raw = args
         .pair
         .pairs
         .then(|| vec![pair_runs(&args, 0, &host, |a| vec![a], &mut || {})]);
-    let code = cluster::report(
+    let mut gathered = cluster::Gathered::default();
+    if let Some(before) = before {
+        let mine = serde_json::json!({"before": before, "after": counters(true)});
+        gathered.pair_counters = Some(vec![mine.to_string().into_bytes()]);
+    }
+    let report = local_report(&args, &host);
+    if args.nccl.nccl {
+        let hosts = cluster::host_names(std::slice::from_ref(&report));
+        let plan = nccl::plan(&args.nccl, &[gpu_count()], &[1]);
+        gathered.nccl = Some((plan.clone(), vec![nccl_runs(&args, 0, &hosts, &plan, true)]));
+    }
+    let code = cluster::report_with(
         &args,
         &RunMeta::now("erdma-cluster"),
-        &[local_report(&args, &host)],
+        &[report],
         pair_raw.as_deref(),
+        &gathered,
         &mut cli::Stdout,
         &mut std::io::stderr().lock(),
     );

@@ -223,6 +223,7 @@ mod tests {
         Matrix {
             test: "write_bw".into(),
             gbps,
+            rails: Vec::new(),
             runs: Vec::new(),
         }
     }

@@ -27,10 +27,19 @@ pub struct PairArgs {
     /// The erdma-perf test of each pair.
     #[arg(long, value_name = "TEST", default_value = "write_bw", value_parser = TESTS)]
     pub pair_test: String,
-    /// Each rank's device: rank i takes entry i modulo the list's length
-    /// (default: -d of --perf-args, else the first device).
+    /// Each rank's devices: rank i takes entry i modulo the list's length;
+    /// an entry may name several, `rxe0+siw0`, its rails (default: -d of
+    /// --perf-args, else every device of the host, in name order).
     #[arg(long, value_name = "D0,D1,...", value_delimiter = ',')]
     pub devices: Vec<String>,
+    /// Do not check every byte received (erdma-perf --verify is on by
+    /// default; off it, a corrupted transfer goes unseen).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Besides rail k against rail k, every NIC of a rank against every
+    /// other NIC of its partner.
+    #[arg(long)]
+    pub cross_rails: bool,
     /// More erdma-perf options for every pair, e.g. "-x 1 -s 1048576 -n 1000
     /// --report_gbits" (iWARP devices get -R without asking).
     #[arg(
@@ -61,13 +70,56 @@ pub struct PairRun {
     pub error: Option<String>,
     /// The erdma-perf document (`null` when the run failed before it had one).
     pub doc: Value,
+    /// The rail (the NICs' index on both ranks); None for a cross-rail run.
+    pub rail: Option<usize>,
+    /// The client's NIC (None: erdma-perf's default).
+    pub client_device: Option<String>,
+    /// The server's NIC.
+    pub server_device: Option<String>,
+    /// Whether every byte received was checked and found as sent.
+    pub verified: bool,
+    /// Whether the check found wrong data (a corrupted transfer).
+    pub corrupt: bool,
+    /// The commands that rerun this run alone (the server's, then the
+    /// client's, each on its rank's host).
+    pub rerun: String,
 }
 
 impl PairRun {
     /// As JSON (what a rank sends to rank 0).
     pub fn to_json(&self) -> Value {
         json!({"client": self.client, "server": self.server, "role": self.role,
-               "gbps": self.gbps, "error": self.error, "doc": self.doc})
+               "gbps": self.gbps, "error": self.error, "doc": self.doc,
+               "rail": self.rail, "client_device": self.client_device,
+               "server_device": self.server_device, "verified": self.verified,
+               "corrupt": self.corrupt, "rerun": self.rerun})
+    }
+
+    /// The part of its file name after `perf-CLIENT-SERVER` (see
+    /// [`Matrix::client_docs`]).
+    pub fn file_suffix(&self) -> String {
+        let safe = |d: &Option<String>| {
+            d.as_deref()
+                .unwrap_or("default")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect::<String>()
+        };
+        match self.rail {
+            Some(0) => String::new(),
+            Some(k) => format!("-rail{k}"),
+            None => format!(
+                "-{}-{}",
+                safe(&self.client_device),
+                safe(&self.server_device)
+            ),
+        }
     }
 
     /// From [`PairRun::to_json`]; `None` when it is not one.
@@ -79,6 +131,12 @@ impl PairRun {
             gbps: v["gbps"].as_f64(),
             error: v["error"].as_str().map(str::to_owned),
             doc: v["doc"].clone(),
+            rail: v["rail"].as_u64().map(|r| r as usize),
+            client_device: v["client_device"].as_str().map(str::to_owned),
+            server_device: v["server_device"].as_str().map(str::to_owned),
+            verified: v["verified"].as_bool().unwrap_or(false),
+            corrupt: v["corrupt"].as_bool().unwrap_or(false),
+            rerun: v["rerun"].as_str().unwrap_or("").to_owned(),
         })
     }
 }
@@ -106,9 +164,14 @@ pub fn rounds(size: usize) -> usize {
     }
 }
 
-/// Whether the port range of all runs fits below 65536.
+/// Whether the port range of all runs fits below 65536 (with the rails
+/// `--devices` names; a host's own device count is checked per run).
 pub fn check_ports(a: &PairArgs, size: usize) -> Result<(), String> {
-    let runs = 2 * rounds(size) as u32;
+    let rails = (0..a.devices.len())
+        .filter_map(|r| given_rails(a, r).map(|v| v.len()))
+        .max()
+        .unwrap_or(1);
+    let runs = 2 * (rounds(size) * combos(rails, a.cross_rails).len()) as u32;
     if u32::from(a.pair_port) + runs > 65535 {
         return Err(format!(
             "--pair-port {}: {size} ranks need {runs} ports from there: take a lower port",
@@ -120,12 +183,21 @@ pub fn check_ports(a: &PairArgs, size: usize) -> Result<(), String> {
 
 /// erdma-perf's command line for this rank's side of a run (`peer`: the
 /// server's address, for the client).
-fn perf_argv(a: &PairArgs, rank: usize, port: u16, iwarp: bool, peer: Option<&str>) -> Vec<String> {
+fn perf_argv(
+    a: &PairArgs,
+    dev: Option<&str>,
+    port: u16,
+    iwarp: bool,
+    peer: Option<&str>,
+) -> Vec<String> {
     let mut v: Vec<String> = vec!["erdma-perf".into(), a.pair_test.clone()];
     v.extend(["--timeout", "30"].map(String::from));
     v.extend(a.perf_args.split_whitespace().map(String::from));
-    if !a.devices.is_empty() {
-        v.extend(["-d".into(), a.devices[rank % a.devices.len()].clone()]);
+    if !a.no_verify && !v.iter().any(|s| s == "--verify") {
+        v.push("--verify".into());
+    }
+    if let Some(d) = dev {
+        v.extend(["-d".into(), d.to_owned()]);
     }
     if iwarp && !v.iter().any(|s| s == "-R" || s == "--rdma_cm") {
         v.push("-R".into());
@@ -138,7 +210,8 @@ fn perf_argv(a: &PairArgs, rank: usize, port: u16, iwarp: bool, peer: Option<&st
 /// The options of this rank's runs (as its server side), or why they are
 /// wrong (said once by rank 0 as a usage error).
 pub fn options(a: &PairArgs, rank: usize) -> Result<Options, String> {
-    let argv = perf_argv(a, rank, a.pair_port, false, None);
+    let dev = given_rails(a, rank).and_then(|r| r.into_iter().next());
+    let argv = perf_argv(a, dev.as_deref(), a.pair_port, false, None);
     match perf::options::parse(&argv) {
         Ok(Parsed::Run(o)) if o.server.is_some() => Err(format!(
             "--perf-args: '{}' is a server address: each pair's client is given its peer's",
@@ -146,8 +219,101 @@ pub fn options(a: &PairArgs, rank: usize) -> Result<Options, String> {
         )),
         Ok(Parsed::Run(o)) => Ok(*o),
         Ok(Parsed::Print(_)) => Err("--perf-args: -h/-V are not options of a run".into()),
+        Err(e) if !a.no_verify && e.to_string().contains("--verify") => Err(format!(
+            "--perf-args: {e}: the pair stage checks the payload by default; add --no-verify"
+        )),
         Err(e) => Err(format!("--perf-args: {e}")),
     }
+}
+
+/// This rank's NICs as `--devices` names them (None: not given).
+pub fn given_rails(a: &PairArgs, rank: usize) -> Option<Vec<String>> {
+    let entry = a.devices.get(rank % a.devices.len().max(1))?;
+    Some(entry.split('+').map(str::to_owned).collect())
+}
+
+/// This rank's rails: `--devices`' entry, else -d of `--perf-args` (one
+/// rail), else every RDMA device of the host in name order; `[None]` (the
+/// default device) when the host has none, so that the runs say why.
+pub fn rails(a: &PairArgs, rank: usize, o: &Options) -> Vec<Option<String>> {
+    if let Some(r) = given_rails(a, rank) {
+        return r.into_iter().map(Some).collect();
+    }
+    if o.device.is_some() {
+        return vec![None];
+    }
+    let mut names: Vec<String> = erdma::devices()
+        .iter()
+        .map(|d| d.name().to_owned())
+        .collect();
+    names.sort();
+    if names.is_empty() {
+        vec![None]
+    } else {
+        names.into_iter().map(Some).collect()
+    }
+}
+
+/// One of a rank's NICs as its peers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    /// The device (None: erdma-perf's default).
+    pub device: Option<String>,
+    /// Whether it is iWARP (RDMA CM only).
+    pub iwarp: bool,
+    /// The address peers reach it at.
+    pub addr: String,
+}
+
+/// Every rail of this rank, as the JSON text it sends to the others.
+pub fn local_endpoints(a: &PairArgs, rank: usize, o: &Options, host: &dyn Host) -> String {
+    let eps: Vec<Value> = rails(a, rank, o)
+        .into_iter()
+        .map(|d| {
+            let mut o = o.clone();
+            if d.is_some() {
+                o.device = d.clone();
+            }
+            let (iwarp, addr) = local_endpoint(&o, host);
+            json!({"device": d, "iwarp": iwarp, "addr": addr})
+        })
+        .collect();
+    Value::Array(eps).to_string()
+}
+
+/// A rank's endpoints from [`local_endpoints`]' text (a bare address, as
+/// older ranks sent, is one rail on the default device).
+pub fn parse_endpoints(text: &str) -> Vec<Endpoint> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(v)) => v
+            .iter()
+            .map(|e| Endpoint {
+                device: e["device"].as_str().map(str::to_owned),
+                iwarp: e["iwarp"].as_bool().unwrap_or(false),
+                addr: e["addr"].as_str().unwrap_or("").to_owned(),
+            })
+            .collect(),
+        _ => vec![Endpoint {
+            device: None,
+            iwarp: false,
+            addr: text.to_owned(),
+        }],
+    }
+}
+
+/// The (client NIC index, server NIC index) of every run between two
+/// ranks with `n` rails each: rail k against rail k, then with
+/// `--cross-rails` every other combination.
+pub fn combos(n: usize, cross: bool) -> Vec<(usize, usize)> {
+    let mut v: Vec<(usize, usize)> = (0..n).map(|k| (k, k)).collect();
+    if cross {
+        for i in 0..n {
+            for j in (0..n).filter(|&j| j != i) {
+                v.push((i, j));
+            }
+        }
+    }
+    v
 }
 
 /// What this rank's device is: whether it is iWARP (connects through RDMA
@@ -182,43 +348,111 @@ fn interface_ipv4(host: &dyn Host, name: &str) -> Option<Ipv4Addr> {
     })
 }
 
-/// This rank's share: in every round, both directions with its partner (the
-/// lower rank is the client first); `barrier` after each run keeps the
-/// ranks in step. `addrs[i]`: rank i's address, `iwarp`: whether this
-/// rank's device needs RDMA CM.
+/// The rails every rank runs: the fewest any rank has (a rank with more
+/// NICs has its extra ones untested, which the report says).
+pub fn common_rails(eps: &[Vec<Endpoint>]) -> usize {
+    eps.iter().map(Vec::len).min().unwrap_or(0).max(1)
+}
+
+/// This rank's share: in every round, with its partner, every rail (and
+/// with `--cross-rails` every other NIC combination) both directions, the
+/// lower rank the client first. The rails run one after another, each run
+/// followed by `barrier`, so that each NIC's number is its own (runs of
+/// several NICs at once would share the hosts' CPUs and PCIe). `eps[i]`:
+/// rank i's endpoints ([`parse_endpoints`]).
 pub fn run_rank(
     a: &PairArgs,
     rank: usize,
-    addrs: &[String],
-    iwarp: bool,
+    eps: &[Vec<Endpoint>],
     barrier: &mut dyn FnMut(),
 ) -> Vec<PairRun> {
-    let size = addrs.len();
+    let size = eps.len();
     let n = size.div_ceil(2) * 2;
+    let pairs = combos(common_rails(eps), a.cross_rails);
     let mut runs = Vec::new();
+    let mut port = u32::from(a.pair_port);
     for r in 0..rounds(size) {
-        for d in 0..2u16 {
-            let port = a.pair_port + 2 * r as u16 + d;
-            if let Some(p) = partner(rank, r, n, size) {
-                let client = if d == 0 { rank.min(p) } else { rank.max(p) };
-                runs.push(one_run(a, rank, p, client == rank, port, iwarp, &addrs[p]));
+        for &(ci, si) in &pairs {
+            for d in 0..2 {
+                if let Some(p) = partner(rank, r, n, size) {
+                    let client = if d == 0 { rank.min(p) } else { rank.max(p) };
+                    let server = if client == rank { p } else { rank };
+                    let side = Side {
+                        me: rank,
+                        peer: p,
+                        client: client == rank,
+                        rail: (ci == si).then_some(ci),
+                        client_ep: eps[client].get(ci).cloned(),
+                        server_ep: eps[server].get(si).cloned(),
+                    };
+                    runs.push(one_run(a, &side, u16::try_from(port).ok()));
+                }
+                port += 1;
+                barrier();
             }
-            barrier();
         }
     }
     runs
 }
 
-fn one_run(
-    a: &PairArgs,
-    rank: usize,
+/// How many times [`run_rank`] meets the others (once after each run of
+/// every round, whether or not the rank has a partner in it).
+pub fn barriers(a: &PairArgs, eps: &[Vec<Endpoint>]) -> usize {
+    2 * rounds(eps.len()) * combos(common_rails(eps), a.cross_rails).len()
+}
+
+/// One side of one run.
+struct Side {
+    me: usize,
     peer: usize,
     client: bool,
-    port: u16,
-    iwarp: bool,
-    peer_addr: &str,
-) -> PairRun {
-    let argv = perf_argv(a, rank, port, iwarp, client.then_some(peer_addr));
+    rail: Option<usize>,
+    client_ep: Option<Endpoint>,
+    server_ep: Option<Endpoint>,
+}
+
+/// `ERDMA_CLUSTER_HOOK=corrupt:R` (tests): rank R's first checked receive
+/// reads as corrupted.
+fn corrupt_hook(rank: usize) {
+    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
+    let target = hook
+        .strip_prefix("corrupt:")
+        .and_then(|r| r.trim().parse().ok());
+    if target == Some(rank) {
+        perf::memory::corrupt_next_check();
+    }
+}
+
+fn one_run(a: &PairArgs, s: &Side, port: Option<u16>) -> PairRun {
+    let (me, peer, client) = (s.me, s.peer, s.client);
+    let (mine, theirs) = if client {
+        (&s.client_ep, &s.server_ep)
+    } else {
+        (&s.server_ep, &s.client_ep)
+    };
+    let dev = mine.as_ref().and_then(|e| e.device.clone());
+    let iwarp = mine.as_ref().is_some_and(|e| e.iwarp);
+    let peer_addr = theirs.as_ref().map_or("", |e| e.addr.as_str());
+    let rank = me;
+    let rerun = rerun_of(a, s, port.unwrap_or(a.pair_port));
+    let Some(port) = port else {
+        return PairRun {
+            client: if client { me } else { peer },
+            server: if client { peer } else { me },
+            role: if client { "client" } else { "server" }.into(),
+            gbps: None,
+            error: Some("no TCP port left for this run: take a lower --pair-port".into()),
+            doc: Value::Null,
+            rail: s.rail,
+            client_device: s.client_ep.as_ref().and_then(|e| e.device.clone()),
+            server_device: s.server_ep.as_ref().and_then(|e| e.device.clone()),
+            verified: false,
+            corrupt: false,
+            rerun,
+        };
+    };
+    corrupt_hook(rank);
+    let argv = perf_argv(a, dev.as_deref(), port, iwarp, client.then_some(peer_addr));
     let (doc, outcome) = match perf::options::parse(&argv) {
         Ok(Parsed::Run(mut o)) => {
             // A server whose client never comes (it failed first) gives
@@ -231,14 +465,44 @@ fn one_run(
     };
     let doc = doc.unwrap_or(Value::Null);
     let gbps = if client { last_gbps(&doc) } else { None };
+    let corrupt = matches!(outcome, Err(perf::error::PerfError::Verify(_)));
+    let error = outcome.err().map(|e| e.to_string());
     PairRun {
         client: if client { rank } else { peer },
         server: if client { peer } else { rank },
         role: if client { "client" } else { "server" }.into(),
         gbps,
-        error: outcome.err().map(|e| e.to_string()),
+        verified: !a.no_verify && error.is_none(),
+        corrupt,
+        error,
         doc,
+        rail: s.rail,
+        client_device: s.client_ep.as_ref().and_then(|e| e.device.clone()),
+        server_device: s.server_ep.as_ref().and_then(|e| e.device.clone()),
+        rerun,
     }
+}
+
+/// The two erdma-perf commands of a run, each on its rank's host.
+fn rerun_of(a: &PairArgs, s: &Side, port: u16) -> String {
+    let cmd = |ep: &Option<Endpoint>, peer: Option<&str>| {
+        let dev = ep.as_ref().and_then(|e| e.device.as_deref());
+        let iwarp = ep.as_ref().is_some_and(|e| e.iwarp);
+        let mut v = perf_argv(a, dev, port, iwarp, peer);
+        v.retain(|x| x != "--json");
+        v.join(" ")
+    };
+    let (client, server) = if s.client {
+        (s.me, s.peer)
+    } else {
+        (s.peer, s.me)
+    };
+    let addr = s.server_ep.as_ref().map_or("SERVER", |e| e.addr.as_str());
+    format!(
+        "rank {server}: {}; rank {client}: {}",
+        cmd(&s.server_ep, None),
+        cmd(&s.client_ep, Some(addr))
+    )
 }
 
 /// The BW average (Gb/s) of the document's last row.
@@ -246,13 +510,87 @@ pub fn last_gbps(doc: &Value) -> Option<f64> {
     doc["results"].as_array()?.last()?["bw_avg_gbps"].as_f64()
 }
 
+/// One rail's matrix: the NICs of index `rail` on every rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rail {
+    /// The index.
+    pub rail: usize,
+    /// Each rank's NIC on this rail (None: the default device).
+    pub devices: Vec<Option<String>>,
+    /// `gbps[client][server]`.
+    pub gbps: Vec<Vec<Option<f64>>>,
+}
+
+/// One NIC's share of the pair stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NicRuns {
+    /// Its rank.
+    pub rank: usize,
+    /// The device (None: the default).
+    pub device: Option<String>,
+    /// Run sides it took part in.
+    pub runs: usize,
+    /// Those that failed.
+    pub failed: usize,
+    /// The slowest Gb/s of its runs.
+    pub slowest: Option<f64>,
+}
+
+impl NicRuns {
+    fn slower(&mut self, g: Option<f64>) {
+        if let Some(g) = g {
+            self.slowest = Some(self.slowest.map_or(g, |x| x.min(g)));
+        }
+    }
+}
+
+/// The index of (rank, device) in `m`, added when new.
+fn nic_at(m: &mut Vec<NicRuns>, rank: usize, dev: &Option<String>) -> usize {
+    if let Some(i) = m.iter().position(|n| n.rank == rank && n.device == *dev) {
+        return i;
+    }
+    m.push(NicRuns {
+        rank,
+        device: dev.clone(),
+        runs: 0,
+        failed: 0,
+        slowest: None,
+    });
+    m.len() - 1
+}
+
+/// A matrix of Gb/s as text (row: client, column: server).
+fn grid(gbps: &[Vec<Option<f64>>], labels: &[String]) -> String {
+    let w = labels.iter().map(|l| l.len()).max().unwrap_or(6).max(8);
+    let mut s = format!("{:<w$}", "client");
+    for l in labels {
+        s.push_str(&format!(" {l:>w$}"));
+    }
+    s.push('\n');
+    for (i, row) in gbps.iter().enumerate() {
+        s.push_str(&format!("{:<w$}", labels[i]));
+        for (j, v) in row.iter().enumerate() {
+            let cell = match (i == j, v) {
+                (true, _) => "-".to_owned(),
+                (false, Some(g)) => format!("{g:.2}"),
+                (false, None) => "failed".to_owned(),
+            };
+            s.push_str(&format!(" {cell:>w$}"));
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// The gathered runs of every rank, as a matrix.
 #[derive(Debug, Clone)]
 pub struct Matrix {
     /// The test every pair ran.
     pub test: String,
-    /// `gbps[client][server]`.
+    /// `gbps[client][server]` of rail 0.
     pub gbps: Vec<Vec<Option<f64>>>,
+    /// Every rail's matrix (rail 0 first).
+    pub rails: Vec<Rail>,
     /// Every run, both sides.
     pub runs: Vec<PairRun>,
 }
@@ -272,21 +610,77 @@ impl Matrix {
                 runs.push(run);
             }
         }
-        let mut gbps = vec![vec![None; n]; n];
+        let mut rails: Vec<Rail> = Vec::new();
         for r in runs.iter().filter(|r| r.role == "client") {
-            gbps[r.client][r.server] = r.gbps;
+            let Some(k) = r.rail else { continue };
+            let i = match rails.iter().position(|x| x.rail == k) {
+                Some(i) => i,
+                None => {
+                    rails.push(Rail {
+                        rail: k,
+                        devices: vec![None; n],
+                        gbps: vec![vec![None; n]; n],
+                    });
+                    rails.len() - 1
+                }
+            };
+            let rail = &mut rails[i];
+            rail.gbps[r.client][r.server] = r.gbps;
+            rail.devices[r.client] = r.client_device.clone();
+            rail.devices[r.server] = r.server_device.clone();
         }
+        rails.sort_by_key(|r| r.rail);
+        let gbps = rails
+            .first()
+            .map_or_else(|| vec![vec![None; n]; n], |r| r.gbps.clone());
         Ok(Matrix {
             test: test.to_owned(),
             gbps,
+            rails,
             runs,
         })
+    }
+
+    /// How rank `i` is named with its NIC: `host/rxe0`.
+    fn who(labels: &[String], i: usize, dev: &Option<String>) -> String {
+        match dev {
+            Some(d) => format!("{}/{d}", labels[i]),
+            None => labels[i].clone(),
+        }
+    }
+
+    /// Every NIC's runs (both roles), in rank order.
+    pub fn per_nic(&self) -> Vec<NicRuns> {
+        let mut m: Vec<NicRuns> = Vec::new();
+        for r in &self.runs {
+            let (rank, dev) = if r.role == "client" {
+                (r.client, &r.client_device)
+            } else {
+                (r.server, &r.server_device)
+            };
+            let i = nic_at(&mut m, rank, dev);
+            m[i].runs += 1;
+            m[i].failed += usize::from(r.error.is_some());
+            // The client's number is the pair's: it counts for both NICs.
+            m[i].slower(r.gbps);
+            if r.role == "client" {
+                let j = nic_at(&mut m, r.server, &r.server_device);
+                m[j].slower(r.gbps);
+            }
+        }
+        m.sort_by(|a, b| (a.rank, &a.device).cmp(&(b.rank, &b.device)));
+        m
     }
 
     /// Fail when a run failed or a pair has no value; ok otherwise.
     pub fn status(&self) -> Status {
         let n = self.gbps.len();
-        let missing = (0..n).any(|i| (0..n).any(|j| i != j && self.gbps[i][j].is_none()));
+        let missing = self
+            .rails
+            .iter()
+            .map(|r| &r.gbps)
+            .chain(std::iter::once(&self.gbps))
+            .any(|g| (0..n).any(|i| (0..n).any(|j| i != j && g[i][j].is_none())));
         if missing || self.runs.iter().any(|r| r.error.is_some()) {
             Status::Fail
         } else {
@@ -305,23 +699,80 @@ impl Matrix {
             s.push_str("one rank: no pair to measure\n");
             return s;
         }
-        let w = labels.iter().map(|l| l.len()).max().unwrap_or(6).max(8);
-        s.push_str(&format!("{:<w$}", "client"));
-        for l in labels {
-            s.push_str(&format!(" {l:>w$}"));
+        if self.rails.len() < 2 {
+            s.push_str(&grid(&self.gbps, labels));
         }
-        s.push('\n');
-        for (i, row) in self.gbps.iter().enumerate() {
-            s.push_str(&format!("{:<w$}", labels[i]));
-            for (j, v) in row.iter().enumerate() {
-                let cell = match (i == j, v) {
-                    (true, _) => "-".to_owned(),
-                    (false, Some(g)) => format!("{g:.2}"),
-                    (false, None) => "failed".to_owned(),
-                };
-                s.push_str(&format!(" {cell:>w$}"));
-            }
-            s.push('\n');
+        for r in self.rails.iter().filter(|_| self.rails.len() > 1) {
+            let devs: Vec<String> = r
+                .devices
+                .iter()
+                .map(|d| d.clone().unwrap_or_else(|| "default".into()))
+                .collect();
+            s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
+            s.push_str(&grid(&r.gbps, labels));
+        }
+        for r in self
+            .runs
+            .iter()
+            .filter(|r| r.rail.is_none() && r.role == "client")
+        {
+            s.push_str(&format!(
+                "cross-rail {} -> {}: {}\n",
+                Self::who(labels, r.client, &r.client_device),
+                Self::who(labels, r.server, &r.server_device),
+                r.gbps.map_or("failed".into(), |g| format!("{g:.2} Gb/s"))
+            ));
+        }
+        s.push_str(&self.nic_lines(labels));
+        s.push_str(&self.verified_line());
+        s.push_str(&self.tail_text(labels));
+        s
+    }
+
+    /// One line per NIC when there are several per rank or one failed.
+    fn nic_lines(&self, labels: &[String]) -> String {
+        let nics = self.per_nic();
+        let several = nics.iter().filter(|n| n.rank == 0).count() > 1;
+        if !several && nics.iter().all(|n| n.failed == 0) {
+            return String::new();
+        }
+        let mut s = String::from("# per NIC (every run it took part in, both roles)\n");
+        for n in nics {
+            let name = Self::who(labels, n.rank, &n.device);
+            let slow = n
+                .slowest
+                .map_or("-".into(), |g| format!("slowest {g:.2} Gb/s"));
+            let (runs, failed) = (n.runs, n.failed);
+            let v = if failed == 0 { "ok  " } else { "fail" };
+            s.push_str(&format!(
+                "{v}  {name}: {runs} run(s), {failed} failed, {slow}\n"
+            ));
+        }
+        s
+    }
+
+    /// Whether the payload was checked.
+    fn verified_line(&self) -> String {
+        let ok = self.runs.iter().filter(|r| r.verified).count();
+        match self.runs.iter().any(|r| r.verified || r.corrupt) {
+            true => format!(
+                "payload: {ok} of {} run sides checked every byte as sent\n",
+                self.runs.len()
+            ),
+            false => String::new(),
+        }
+    }
+
+    fn tail_text(&self, labels: &[String]) -> String {
+        let mut s = String::new();
+        for r in self.runs.iter().filter(|r| r.corrupt) {
+            s.push_str(&format!(
+                "fail  payload corrupted: {} -> {} (found by the {}): {}\n",
+                Self::who(labels, r.client, &r.client_device),
+                Self::who(labels, r.server, &r.server_device),
+                r.role,
+                r.error.as_deref().unwrap_or("")
+            ));
         }
         if let (Some(lo), Some(hi)) = (self.extreme(false), self.extreme(true)) {
             s.push_str(&format!(
@@ -332,9 +783,14 @@ impl Matrix {
         // Each error once, with the runs that had it (a missing device
         // fails every run alike).
         let mut by_error: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-        for r in &self.runs {
+        for r in self.runs.iter().filter(|r| !r.corrupt) {
             if let Some(e) = &r.error {
-                let run = format!("{} -> {} ({})", labels[r.client], labels[r.server], r.role);
+                let run = format!(
+                    "{} -> {} ({})",
+                    Self::who(labels, r.client, &r.client_device),
+                    Self::who(labels, r.server, &r.server_device),
+                    r.role
+                );
                 by_error.entry(e).or_default().push(run);
             }
         }
@@ -369,16 +825,23 @@ impl Matrix {
             "unit": "Gb/s",
             "status": self.status(),
             "gbps": self.gbps,
+            "rails": self.rails.iter().map(|r| json!({
+                "rail": r.rail, "devices": r.devices, "gbps": r.gbps,
+            })).collect::<Vec<_>>(),
+            "verified": self.runs.iter().any(|r| r.verified || r.corrupt),
             "runs": self.runs.iter().map(PairRun::to_json).collect::<Vec<_>>(),
         })
     }
 
     /// The client documents to write under `--out`: (client, server, doc).
-    pub fn client_docs(&self) -> impl Iterator<Item = (usize, usize, &Value)> {
+    /// Rail 0's runs keep the name `perf-CLIENT-SERVER.json` (what
+    /// `--baseline` reads); the file name's `suffix` is `-railK` for other
+    /// rails and `-CLIENTNIC-SERVERNIC` for cross-rail runs.
+    pub fn client_docs(&self) -> impl Iterator<Item = (usize, usize, String, &Value)> {
         self.runs
             .iter()
             .filter(|r| r.role == "client" && !r.doc.is_null())
-            .map(|r| (r.client, r.server, &r.doc))
+            .map(|r| (r.client, r.server, r.file_suffix(), &r.doc))
     }
 }
 
@@ -415,22 +878,28 @@ mod tests {
             devices: vec!["rxe0".into(), "rxe1".into()],
             perf_args: extra.into(),
             pair_port: 18600,
+            no_verify: false,
+            cross_rails: false,
         }
     }
 
     #[test]
     fn argv_of_each_side() {
         let a = args("-x 1 -s 65536");
-        let c = perf_argv(&a, 1, 18601, false, Some("10.0.0.1"));
+        let c = perf_argv(&a, Some("rxe1"), 18601, false, Some("10.0.0.1"));
         assert_eq!(
             c.join(" "),
-            "erdma-perf write_bw --timeout 30 -x 1 -s 65536 -d rxe1 --json -p 18601 10.0.0.1"
+            "erdma-perf write_bw --timeout 30 -x 1 -s 65536 --verify -d rxe1 --json -p 18601 10.0.0.1"
         );
-        let s = perf_argv(&a, 2, 18600, true, None);
+        let mut nv = args("-x 1");
+        nv.no_verify = true;
+        let s = perf_argv(&nv, Some("siw0"), 18600, true, None);
         assert_eq!(
             s.join(" "),
-            "erdma-perf write_bw --timeout 30 -x 1 -s 65536 -d rxe0 -R --json -p 18600"
+            "erdma-perf write_bw --timeout 30 -x 1 -d siw0 -R --json -p 18600"
         );
+        let d = options(&args("-D 2"), 0).unwrap_err();
+        assert!(d.ends_with("add --no-verify"), "{d}");
         assert!(options(&a, 0).is_ok());
         let bad = options(&args("--no-such-option"), 0).unwrap_err();
         assert!(bad.starts_with("--perf-args: "), "{bad}");
@@ -464,6 +933,12 @@ mod tests {
             gbps,
             error: err.map(str::to_owned),
             doc: json!({"tool": "erdma-perf", "results": [{"bw_avg_gbps": gbps}]}),
+            rail: Some(0),
+            client_device: Some(format!("d{client}")),
+            server_device: Some(format!("d{server}")),
+            verified: err.is_none(),
+            corrupt: err.is_some_and(|e| e.contains("corrupted")),
+            rerun: String::new(),
         }
         .to_json()
     }
@@ -513,7 +988,7 @@ mod tests {
         let text = m.render_text(&["a".into(), "b".into()]);
         assert!(
             text.contains(
-                "fail  1 run(s): connect to 10.0.0.2: refused\n      in: a -> b (client)"
+                "fail  1 run(s): connect to 10.0.0.2: refused\n      in: a/d0 -> b/d1 (client)"
             ),
             "{text}"
         );
@@ -531,5 +1006,85 @@ mod tests {
             Matrix::from_ranks("write_bw", &[far]).is_err(),
             "rank out of range"
         );
+    }
+
+    #[test]
+    fn rails_from_devices_and_combos() {
+        let mut a = args("");
+        a.devices = vec!["rxe0+siw0".into(), "rxe1+siw1".into()];
+        assert_eq!(given_rails(&a, 1), Some(vec!["rxe1".into(), "siw1".into()]));
+        assert_eq!(given_rails(&a, 2).unwrap()[0], "rxe0");
+        assert_eq!(combos(2, false), vec![(0, 0), (1, 1)]);
+        assert_eq!(combos(2, true), vec![(0, 0), (1, 1), (0, 1), (1, 0)]);
+        // 64 ranks, 2 rails: 2 x 63 rounds x 2 runs from 65100 fit, x 4 (cross) not.
+        a.pair_port = 65100;
+        assert!(check_ports(&a, 64).is_ok());
+        a.cross_rails = true;
+        assert!(check_ports(&a, 64).is_err());
+        let eps = vec![
+            parse_endpoints(
+                r#"[{"device":"rxe0","iwarp":false,"addr":"10.0.0.1"},{"device":"siw0","iwarp":true,"addr":"10.0.0.1"}]"#,
+            ),
+            parse_endpoints("10.0.0.2"),
+        ];
+        assert_eq!(eps[0][1].device.as_deref(), Some("siw0"));
+        assert!(eps[0][1].iwarp);
+        assert_eq!(eps[1][0].addr, "10.0.0.2");
+        assert_eq!(common_rails(&eps), 1);
+        assert_eq!(barriers(&a, &eps), 2);
+    }
+
+    #[test]
+    fn per_rail_matrices_nics_and_a_corrupted_run() {
+        let mut r1 = PairRun::from_json(&run(0, 1, "client", Some(10.0), None)).unwrap();
+        r1.rail = Some(1);
+        r1.client_device = Some("siw0".into());
+        r1.server_device = Some("siw1".into());
+        let mut bad = PairRun::from_json(&run(
+            0,
+            1,
+            "server",
+            None,
+            Some("RDMA WRITE target 0: the data was corrupted"),
+        ))
+        .unwrap();
+        bad.rail = Some(1);
+        bad.client_device = Some("siw0".into());
+        bad.server_device = Some("siw1".into());
+        let r0 = json!([run(0, 1, "client", Some(20.0), None), r1.to_json()]);
+        let rr = json!([
+            run(1, 0, "client", Some(19.0), None),
+            run(0, 1, "server", None, None),
+            bad.to_json()
+        ]);
+        let raw: Vec<Vec<u8>> = [r0, rr]
+            .iter()
+            .map(|v| v.to_string().into_bytes())
+            .collect();
+        let m = Matrix::from_ranks("write_bw", &raw).unwrap();
+        assert_eq!(m.rails.len(), 2);
+        assert_eq!(
+            m.rails[1].devices,
+            vec![Some("siw0".into()), Some("siw1".into())]
+        );
+        assert_eq!(m.rails[1].gbps[0][1], Some(10.0));
+        assert_eq!(m.gbps[0][1], Some(20.0), "rail 0 stays the main matrix");
+        // Rail 1 has no 1 -> 0 run: a failure, as is the corrupted payload.
+        assert_eq!(m.status(), Status::Fail);
+        let t = m.render_text(&["a".into(), "b".into()]);
+        assert!(t.contains("rail 1 (siw0, siw1)"), "{t}");
+        assert!(
+            t.contains("fail  payload corrupted: a/siw0 -> b/siw1 (found by the server): RDMA WRITE target 0"),
+            "{t}"
+        );
+        assert!(
+            t.contains("fail  b/siw1: 1 run(s), 1 failed, slowest 10.00 Gb/s"),
+            "{t}"
+        );
+        let j = m.to_json();
+        assert_eq!(j["rails"][1]["devices"][1], "siw1");
+        assert_eq!(j["runs"][0]["verified"], true);
+        let sfx: Vec<String> = m.client_docs().map(|d| d.2).collect();
+        assert_eq!(sfx, vec!["", "-rail1", ""]);
     }
 }

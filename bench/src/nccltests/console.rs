@@ -7,6 +7,7 @@
 //! ignored (there is nowhere left to report them).
 
 use std::io::{ErrorKind, Write};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::job::{self, Stop};
@@ -14,10 +15,41 @@ use super::job::{self, Stop};
 /// Set after the first failed write: later output is dropped.
 static BROKEN: AtomicBool = AtomicBool::new(false);
 
+/// While a run is embedded in another tool (erdma-cluster): what [`out`]
+/// and [`err`] would have printed, kept for that tool to read.
+static CAPTURE: Mutex<Option<String>> = Mutex::new(None);
+
+/// Starts keeping stdout and stderr text instead of printing it (for a
+/// tool that runs a benchmark in-process and has its own report).
+pub fn start_capture() {
+    *CAPTURE.lock().unwrap_or_else(|p| p.into_inner()) = Some(String::new());
+}
+
+/// Ends [`start_capture`]: the text kept since then.
+pub fn end_capture() -> String {
+    CAPTURE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+        .unwrap_or_default()
+}
+
+/// Appends `s` to the capture, if one is running.
+fn captured(s: &str) -> bool {
+    let mut c = CAPTURE.lock().unwrap_or_else(|p| p.into_inner());
+    match c.as_mut() {
+        Some(buf) => {
+            buf.push_str(s);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Writes `s` to stdout (line-buffered, as `print!`); on failure asks the
 /// run to stop (see the module docs) and drops what follows.
 pub fn out(s: &str) {
-    if s.is_empty() || BROKEN.load(Ordering::Relaxed) {
+    if s.is_empty() || captured(s) || BROKEN.load(Ordering::Relaxed) {
         return;
     }
     let r = crate::cli::Stdout.write_all(s.as_bytes());
@@ -57,5 +89,8 @@ pub fn broken() -> bool {
 
 /// Writes `s` to stderr, ignoring failures.
 pub fn err(s: &str) {
+    if captured(s) {
+        return;
+    }
     let _ = std::io::stderr().lock().write_all(s.as_bytes());
 }

@@ -17,7 +17,45 @@ use super::sync::ProcessSync;
 use super::threads::{alloc_all, run_threads};
 use super::workers::Workers;
 use super::{agree, census, console};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Set while [`run_embedded`] runs: the run leaves MPI initialized and
+/// never aborts the job (the embedding tool reports the failure).
+static EMBEDDED: AtomicBool = AtomicBool::new(false);
+
+/// [`run_embedded`]'s communicator color, in place of NCCL_TESTS_SPLIT.
+static SPLIT: Mutex<Option<i32>> = Mutex::new(None);
+
+/// What an embedded run gave: its exit status and the text it would have
+/// printed (the report, or the error).
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    /// The exit status `all_reduce_perf` would have had.
+    pub code: i32,
+    /// Its stdout and stderr text.
+    pub text: String,
+}
+
+/// Runs `coll` in this process with `argv` (argv\[0\] the program name)
+/// inside a tool that already initialized MPI (erdma-cluster): nothing is
+/// printed (the text is returned), MPI stays initialized, and a failure
+/// does not abort the job. `color`: the processes with the same color
+/// form one communicator (MPI_Comm_split; None: all of them).
+pub fn run_embedded(coll: &'static Collective, argv: &[String], color: Option<i32>) -> Embedded {
+    EMBEDDED.store(true, Ordering::SeqCst);
+    *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) = color;
+    console::start_capture();
+    let code = run_with_args(coll, argv);
+    let text = console::end_capture();
+    *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    EMBEDDED.store(false, Ordering::SeqCst);
+    Embedded { code, text }
+}
+
+fn embedded() -> bool {
+    EMBEDDED.load(Ordering::SeqCst)
+}
 
 /// Runs the benchmark for `coll` with the process's arguments and returns
 /// the exit status. Binaries start it through [`crate::c_main`].
@@ -66,7 +104,9 @@ pub fn run_with_args(coll: &'static Collective, argv: &[String]) -> i32 {
     job::set_world(boot.clone());
     match run(coll, opts, launch, &host) {
         Ok(code) => {
-            finalize_mpi();
+            if !embedded() {
+                finalize_mpi();
+            }
             if code == EXIT_WRONG_RESULTS {
                 console::out(&format!(
                     " .. {host} pid {}: Test failure common.cu:1454\n",
@@ -100,7 +140,7 @@ fn fail(host: &str, e: TestError, boot: Option<&dyn Bootstrap>) -> i32 {
     {
         report_lost_peers(host, b);
     }
-    if let Some(b) = multi {
+    if let Some(b) = multi.filter(|_| !embedded()) {
         console::flush();
         if matches!(e, TestError::Timeout { .. }) {
             // Every live rank reached the same verdict at the same moment;
@@ -206,8 +246,12 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
 }
 
 /// NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT ("AND n", "OR n", "MOD n",
-/// "DIV n" or & | % /), as nccl-tests computes the color.
+/// "DIV n" or & | % /), as nccl-tests computes the color; [`run_embedded`]'s
+/// color when one is given.
 pub fn split_color(proc: usize) -> i32 {
+    if let Some(c) = *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) {
+        return c;
+    }
     let p = proc as i32;
     if let Ok(m) = std::env::var("NCCL_TESTS_SPLIT_MASK") {
         return p & strtoul(&m, 16) as i32;
@@ -259,7 +303,10 @@ fn run(
     // First of all: the processes agree on the options, or stop (exit 6).
     agree::check(&opts, &*boot)?;
     let pl = place(&*boot, launch.local_rank_hint)?;
-    let mut out = Output::new(pl.proc == 0, &opts);
+    // Embedded, each split group's first process reports its group (the
+    // embedding tool gathers them); nccl-tests prints from rank 0 only.
+    let printer = if embedded() { pl.group_proc } else { pl.proc };
+    let mut out = Output::new(printer == 0, &opts);
     if let Some(path) = opts.output_file.clone() {
         // nccl-tests records ncclGetVersion() (0 for the host and MPI backends).
         let nccl_version = backend::probe_features(opts.backend).1;

@@ -77,6 +77,17 @@ pub enum Salt {
     Exposed = 0xa5,
 }
 
+/// [`corrupt_next_check`]'s one-shot flag.
+static CORRUPT_NEXT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Test hook (erdma-cluster's `ERDMA_CLUSTER_HOOK=corrupt:R`): the next
+/// block `--verify` checks in this process reads as if its first byte had
+/// arrived flipped, as a corrupted transfer would, so that the failure
+/// path is tested without a broken NIC.
+pub fn corrupt_next_check() {
+    CORRUPT_NEXT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The byte `--verify` expects at `offset` of QP `qp`'s area of a region.
 #[inline]
 pub fn pattern(qp: u32, offset: u64, salt: Salt) -> u8 {
@@ -216,7 +227,10 @@ pub fn check_pattern(
     salt: Salt,
     what: impl Fn() -> String,
 ) -> PerfResult<()> {
+    let flip = CORRUPT_NEXT.swap(false, std::sync::atomic::Ordering::Relaxed);
     for (i, &b) in got.iter().enumerate() {
+        // The test hook: the first byte checked arrives flipped.
+        let b = if flip && i == 0 { !b } else { b };
         let want = pattern(qp, offset + i as u64, salt);
         if b != want {
             return Err(PerfError::Verify(format!(

@@ -1,0 +1,997 @@
+//! Stage 3 of erdma-cluster (`--nccl`): the collectives' driver (the
+//! all_reduce_perf work-alike) in-process, in the same job, each rank
+//! driving all GPUs of its host (`-g N`): (a) every host alone, its ranks
+//! only (a communicator split by host), so that a slow NVLink or PCIe
+//! shows as a host problem and is not blamed on the network; (b) all ranks
+//! together. On hosts without GPUs the same stages run with the MPI backend
+//! on host memory and the report says that they measure MPI, not NCCL.
+//!
+//! The MPI part (gathering the GPU counts and the runs) is the binary's;
+//! this module plans the runs, runs one rank's share and renders the stage.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::doctor::Status;
+use crate::nccltests::colls::{self, Collective};
+
+/// The short sweep of `--nccl-args` (the guide's, cut to 6 sizes ending at
+/// 1 GiB), data checked.
+pub const DEFAULT_ARGS: &str = "-b 1M -e 1G -f 4 -w 2 -n 10 -c 1";
+
+/// The collectives `--nccl-tests` may name.
+pub const TESTS: [&str; 10] = [
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "gather",
+    "scatter",
+    "sendrecv",
+    "hypercube",
+];
+
+/// The options of the NCCL stage (part of erdma-cluster's command line).
+#[derive(Debug, Clone, clap::Args)]
+pub struct NcclArgs {
+    /// Also run the collectives (all_reduce_perf in-process): every host
+    /// alone, then all hosts together (after the pairs).
+    #[arg(long)]
+    pub nccl: bool,
+    /// The collectives to run, each as its *_perf benchmark.
+    #[arg(long, value_name = "T1,T2,...", value_delimiter = ',', default_value = "all_reduce",
+          value_parser = TESTS)]
+    pub nccl_tests: Vec<String>,
+    /// The benchmark's options (sizes, iterations, -c); -g, -J, -T and
+    /// --backend are set by erdma-cluster.
+    #[arg(long, value_name = "OPTIONS", default_value = DEFAULT_ARGS, allow_hyphen_values = true)]
+    pub nccl_args: String,
+    /// The collectives' library: auto is NCCL when every rank sees a GPU,
+    /// else MPI on host memory.
+    #[arg(long, value_name = "BACKEND", default_value = "auto",
+          value_parser = ["auto", "nccl", "mpi", "host"])]
+    pub nccl_backend: String,
+}
+
+/// The collective of a `--nccl-tests` name (`all_reduce` -> AllReduce).
+pub fn collective(name: &str) -> Option<&'static Collective> {
+    let want = name.replace('_', "");
+    colls::ALL
+        .into_iter()
+        .find(|c| c.name.eq_ignore_ascii_case(&want))
+}
+
+/// Options erdma-cluster sets itself.
+const OWN: [&str; 8] = [
+    "-g",
+    "--ngpus",
+    "-J",
+    "--output_file",
+    "-T",
+    "--timeout",
+    "--backend",
+    "-t",
+];
+
+/// `--nccl-args` checked: no option erdma-cluster sets, and the benchmark's
+/// own parser accepts the rest (said once by rank 0 as a usage error).
+pub fn check(a: &NcclArgs) -> Result<(), String> {
+    for w in a.nccl_args.split_whitespace() {
+        let name = w.split('=').next().unwrap_or(w);
+        if OWN.contains(&name) {
+            return Err(format!(
+                "--nccl-args: {name} is set by erdma-cluster (-g: the host's GPUs, -J: under --out, \
+                 -T: --timeout, --backend: --nccl-backend); leave it out"
+            ));
+        }
+    }
+    let argv = argv(a, "all_reduce", "mpi", 1, None, 60);
+    let kind = crate::nccltests::options::prescan_backend(&argv);
+    let (features, version) = crate::nccltests::backend::probe_features(kind);
+    let mut printed = crate::nccltests::options::Printed::default();
+    match crate::nccltests::options::parse(&argv, features, version, &mut printed) {
+        crate::nccltests::options::Parsed::Run(_) => Ok(()),
+        crate::nccltests::options::Parsed::Exit(_) => {
+            let why = printed
+                .stderr
+                .lines()
+                .chain(printed.stdout.lines())
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("not a run")
+                .trim()
+                .to_owned();
+            Err(format!("--nccl-args '{}': {why}", a.nccl_args))
+        }
+    }
+}
+
+/// The benchmark's command line for one run.
+pub fn argv(
+    a: &NcclArgs,
+    test: &str,
+    backend: &str,
+    gpus: usize,
+    json: Option<&str>,
+    timeout_s: u64,
+) -> Vec<String> {
+    let mut v = vec![format!("{test}_perf")];
+    v.extend(a.nccl_args.split_whitespace().map(String::from));
+    v.extend([
+        "-g".into(),
+        gpus.to_string(),
+        "--backend".into(),
+        backend.into(),
+    ]);
+    v.extend(["-T".into(), timeout_s.min(i32::MAX as u64).to_string()]);
+    if let Some(j) = json {
+        v.extend(["-J".into(), j.into()]);
+    }
+    v
+}
+
+/// Which library runs the stage, on how many GPUs per rank, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// `nccl`, `mpi` or `host`.
+    pub backend: String,
+    /// `-g`: GPUs each rank drives (1 without GPUs).
+    pub gpus: usize,
+    /// Why this backend, in one line.
+    pub why: String,
+    /// Why the per-host stages do not run (None: they run).
+    pub no_host_stage: Option<String>,
+}
+
+/// The plan from every rank's GPU count (index = rank) and the ranks per
+/// host (`ranks_on_host[i]`: how many ranks share rank i's host).
+pub fn plan(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
+    let mut p = plan_backend(a, gpus, ranks_on_host);
+    // A host's communicator of one rank on one GPU moves nothing (busbw
+    // is 0 by definition): skip the per-host stages when every host is so.
+    let biggest = ranks_on_host.iter().max().copied().unwrap_or(1) * p.gpus;
+    if biggest < 2 {
+        p.no_host_stage = Some(format!(
+            "per-host stages skipped: every host has one rank on {}: nothing moves within a host",
+            if p.backend == "nccl" {
+                "one GPU"
+            } else {
+                "host memory"
+            }
+        ));
+    }
+    p
+}
+
+fn plan_backend(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
+    let per_rank: Vec<usize> = gpus
+        .iter()
+        .zip(ranks_on_host)
+        // Ranks sharing fewer GPUs than they are (NCCL_HOSTID tests) each
+        // take one: NCCL_TESTS_DEVICE then names it.
+        .map(|(&g, &r)| if g == 0 { 0 } else { (g / r.max(1)).max(1) })
+        .collect();
+    let min = per_rank.iter().copied().min().unwrap_or(0);
+    let no_gpu: Vec<String> = per_rank
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| **g == 0)
+        .map(|(r, _)| r.to_string())
+        .collect();
+    let mpi_why = |what: &str| {
+        format!(
+            "backend {what}: no GPU{}; this stage measures {} over TCP/shared memory, not NCCL",
+            if no_gpu.len() == gpus.len() {
+                String::new()
+            } else {
+                format!(" on rank(s) {}", no_gpu.join(","))
+            },
+            if what == "mpi" {
+                "MPI"
+            } else {
+                "the host backend"
+            }
+        )
+    };
+    match a.nccl_backend.as_str() {
+        "auto" if min > 0 => Plan {
+            backend: "nccl".into(),
+            gpus: min,
+            why: format!("backend nccl: {min} GPU(s) per rank"),
+            no_host_stage: None,
+        },
+        // Built without MPI (a cluster of one): the host backend.
+        "auto" if !cfg!(feature = "mpi") => Plan {
+            backend: "host".into(),
+            gpus: 1,
+            why: mpi_why("host"),
+            no_host_stage: None,
+        },
+        "auto" | "mpi" => Plan {
+            backend: "mpi".into(),
+            gpus: 1,
+            why: if min > 0 {
+                "backend mpi (--nccl-backend): this stage measures MPI, not NCCL".into()
+            } else {
+                mpi_why("mpi")
+            },
+            no_host_stage: None,
+        },
+        "host" => Plan {
+            backend: "host".into(),
+            gpus: 1,
+            why: mpi_why("host"),
+            no_host_stage: None,
+        },
+        _ => Plan {
+            backend: "nccl".into(),
+            gpus: min.max(1),
+            why: format!(
+                "backend nccl (--nccl-backend): {} GPU(s) per rank",
+                min.max(1)
+            ),
+            no_host_stage: None,
+        },
+    }
+}
+
+/// One run as one rank saw it (what it sends to rank 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankRun {
+    /// The collective (`all_reduce`).
+    pub test: String,
+    /// `host` or `cluster`.
+    pub scope: String,
+    /// The benchmark's exit status on this rank.
+    pub code: i32,
+    /// The lines of its output that say what went wrong (empty when ok).
+    pub error: Option<String>,
+    /// The -J document, when this rank wrote it (its group's first rank).
+    pub json: Option<Value>,
+    /// The RDMA counters before and after ([`super::traffic::snapshot`];
+    /// null on all but the first rank of each host).
+    pub before: Value,
+    /// See `before`.
+    pub after: Value,
+}
+
+impl RankRun {
+    /// As JSON.
+    pub fn to_json(&self) -> Value {
+        json!({"test": self.test, "scope": self.scope, "code": self.code, "error": self.error,
+               "json": self.json, "before": self.before, "after": self.after})
+    }
+
+    /// From [`RankRun::to_json`].
+    pub fn from_json(v: &Value) -> Option<RankRun> {
+        Some(RankRun {
+            test: v["test"].as_str()?.to_owned(),
+            scope: v["scope"].as_str()?.to_owned(),
+            code: v["code"].as_i64()? as i32,
+            error: v["error"].as_str().map(str::to_owned),
+            json: Some(v["json"].clone()).filter(|j| !j.is_null()),
+            before: v["before"].clone(),
+            after: v["after"].clone(),
+        })
+    }
+}
+
+/// The line that says why a run failed: the benchmark's error lines
+/// (nccl-tests prints `HOST: error` then ` .. HOST pid N: Test failure`).
+pub fn error_of(code: i32, text: &str) -> Option<String> {
+    if code == 0 {
+        return None;
+    }
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.contains("Test failure"))
+        .collect();
+    let why = lines
+        .iter()
+        .rev()
+        .find(|l| !l.starts_with(|c: char| c.is_ascii_digit()))
+        .or(lines.last())
+        .map_or_else(|| "no output".to_owned(), |l| l.to_string());
+    Some(format!("exit {code}: {why}"))
+}
+
+/// One row of the -J document (out-of-place, as nccl-tests' summary).
+pub fn rows(doc: &Value) -> Vec<Value> {
+    doc["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let p = if r["out_of_place"].is_object() {
+                &r["out_of_place"]
+            } else {
+                &r["in_place"]
+            };
+            let num = |v: &Value| v.as_f64().or_else(|| v.as_str()?.parse().ok());
+            Some(json!({
+                "size": r["size"].as_u64()?, "count": r["count"], "type": r["type"],
+                "algbw": num(&p["alg_bw"]), "busbw": num(&p["bus_bw"]),
+                "time_us": num(&p["time"]).or_else(|| num(&p["cpu_time"])),
+                "wrong": num(&p["nwrong"]).map(|w| w as u64),
+            }))
+        })
+        .collect()
+}
+
+/// The iterations of each size that move data: warm-up, then out-of-place
+/// and in-place each `-n` x `-m` timed (plus one checking run with -c).
+pub fn iterations_per_size(doc: &Value) -> u64 {
+    let c = &doc["config"];
+    let n = |k: &str| c[k].as_u64().unwrap_or(0);
+    let check = u64::from(n("validation") != 0);
+    n("warmup_iters") + 2 * (n("iterations") * n("aggregated_iterations").max(1) + check)
+}
+
+/// Bytes every rank sends per iteration of `size` among `nranks` (busbw's
+/// factor times algbw's bytes: for the ring all_reduce 2(n-1)/n x size).
+pub fn bytes_per_rank(coll: &Collective, size: u64, nranks: usize) -> f64 {
+    size as f64 * (coll.alg_bytes_factor)(nranks) * (coll.bus_factor)(nranks)
+}
+
+/// What a host had to send to the other hosts during a cluster run, in
+/// bytes (None when there is no document to count from; 0 on one host).
+/// `nranks`: the communicator's ranks (ranks x GPUs).
+pub fn expected_host_bytes(test: &str, doc: &Value, hosts: usize, nranks: usize) -> Option<u64> {
+    let coll = collective(test)?;
+    doc["results"].as_array()?;
+    if hosts < 2 {
+        return Some(0);
+    }
+    let iters = iterations_per_size(doc) as f64;
+    let sizes = rows(doc);
+    let total: f64 = sizes
+        .iter()
+        .filter_map(|r| r["size"].as_u64())
+        .map(|s| bytes_per_rank(coll, s, nranks) * iters)
+        .sum();
+    Some(total as u64)
+}
+
+/// One stage of the report: a collective on one host, or on all.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    /// `host HOST` or `cluster`.
+    pub name: String,
+    /// `host` or `cluster`.
+    pub scope: String,
+    /// The host names it ran on.
+    pub hosts: Vec<String>,
+    /// The ranks it ran on.
+    pub ranks: Vec<usize>,
+    /// The collective.
+    pub collective: String,
+    /// ok or fail.
+    pub status: Status,
+    /// Why it failed, once per distinct message, with its ranks.
+    pub error: Option<String>,
+    /// The file under --out.
+    pub json_file: String,
+    /// Its -J document (from the group's first rank).
+    pub doc: Option<Value>,
+    /// busbw from the pairs (GB/s) and why (or why none).
+    pub expected: (Option<f64>, String),
+    /// The baseline's rows of the same file.
+    pub baseline_rows: Option<Vec<Value>>,
+    /// Whether the largest size is under --fail-below x the baseline.
+    pub below_baseline: Option<String>,
+    /// The command that reruns only this stage.
+    pub rerun: String,
+}
+
+/// The whole stage as rank 0 assembles it.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The plan every rank ran.
+    pub plan: Plan,
+    /// Every run.
+    pub stages: Vec<Stage>,
+}
+
+/// The context rank 0 assembles the stages in.
+pub struct Context<'a> {
+    /// The options.
+    pub args: &'a NcclArgs,
+    /// Each rank's host name.
+    pub hosts: &'a [String],
+    /// busbw the pairs predict: (GB/s, why) or why none.
+    pub expected: (Option<f64>, String),
+    /// `--baseline` and `--fail-below`.
+    pub baseline: Option<(&'a std::path::Path, f64)>,
+}
+
+/// The distinct host names, in rank order.
+pub fn distinct_hosts(hosts: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for h in hosts {
+        if !v.contains(h) {
+            v.push(h.clone());
+        }
+    }
+    v
+}
+
+/// The runs this rank takes part in, in order: (test, scope, color).
+/// Color: the index of the host among the distinct hosts (host scope).
+pub fn schedule(
+    a: &NcclArgs,
+    plan: &Plan,
+    hosts: &[String],
+    rank: usize,
+) -> Vec<(String, String, Option<i32>)> {
+    let distinct = distinct_hosts(hosts);
+    let color = distinct.iter().position(|h| *h == hosts[rank]).unwrap_or(0) as i32;
+    let mut v = Vec::new();
+    for t in &a.nccl_tests {
+        if plan.no_host_stage.is_none() {
+            v.push((t.clone(), "host".into(), Some(color)));
+        }
+        v.push((t.clone(), "cluster".into(), None));
+    }
+    v
+}
+
+/// This rank's share of the stage: every run of [`schedule`] in-process,
+/// `count` read around each (the traffic proof's counters). Each run's -J
+/// document goes to a file of this process's own (the group's first rank
+/// writes it) and is read back.
+pub fn run_rank(
+    a: &NcclArgs,
+    plan: &Plan,
+    hosts: &[String],
+    rank: usize,
+    timeout_s: u64,
+    count: &mut dyn FnMut() -> Value,
+) -> Vec<RankRun> {
+    let mut out = Vec::new();
+    for (test, scope, color) in schedule(a, plan, hosts, rank) {
+        let tmp = std::env::temp_dir().join(format!(
+            "erdma-cluster-{}-{test}-{scope}.json",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&tmp);
+        let path = tmp.to_string_lossy().into_owned();
+        let argv = argv(a, &test, &plan.backend, plan.gpus, Some(&path), timeout_s);
+        let before = count();
+        let done = match collective(&test) {
+            Some(c) => crate::nccltests::run::run_embedded(c, &argv, color),
+            // Not reached: clap took the names from TESTS.
+            None => crate::nccltests::run::Embedded {
+                code: 2,
+                text: format!("no collective {test}"),
+            },
+        };
+        let after = count();
+        let json = std::fs::read(&tmp)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let _ = std::fs::remove_file(&tmp);
+        out.push(RankRun {
+            error: error_of(done.code, &done.text),
+            test,
+            scope,
+            code: done.code,
+            json,
+            before,
+            after,
+        });
+    }
+    out
+}
+
+impl Report {
+    /// From the runs each rank sent (index = rank; each a JSON array).
+    pub fn from_ranks(
+        ctx: &Context,
+        plan: Plan,
+        raw: &[Vec<u8>],
+    ) -> Result<(Report, Vec<Vec<RankRun>>), String> {
+        let mut per_rank = Vec::new();
+        for (rank, bytes) in raw.iter().enumerate() {
+            let v: Value = serde_json::from_slice(bytes)
+                .map_err(|e| format!("rank {rank}: its NCCL runs are not JSON: {e}"))?;
+            let runs = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    RankRun::from_json(r)
+                        .ok_or_else(|| format!("rank {rank}: an NCCL run is malformed"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            per_rank.push(runs);
+        }
+        let distinct = distinct_hosts(ctx.hosts);
+        let mut stages = Vec::new();
+        for t in &ctx.args.nccl_tests {
+            for h in distinct.iter().filter(|_| plan.no_host_stage.is_none()) {
+                let ranks: Vec<usize> = (0..ctx.hosts.len())
+                    .filter(|&r| ctx.hosts[r] == *h)
+                    .collect();
+                let label: String = h
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let label = label.trim_start_matches('.');
+                stages.push(stage(
+                    ctx,
+                    &plan,
+                    &per_rank,
+                    t,
+                    "host",
+                    &format!("host {h}"),
+                    vec![h.clone()],
+                    ranks,
+                    &format!("nccl-host-{label}-{t}.json"),
+                ));
+            }
+            let all: Vec<usize> = (0..ctx.hosts.len()).collect();
+            stages.push(stage(
+                ctx,
+                &plan,
+                &per_rank,
+                t,
+                "cluster",
+                "cluster",
+                distinct.clone(),
+                all,
+                &format!("nccl-cluster-{t}.json"),
+            ));
+        }
+        Ok((Report { plan, stages }, per_rank))
+    }
+
+    /// Fail when a run failed or is under the baseline; ok otherwise.
+    pub fn status(&self) -> Status {
+        self.stages
+            .iter()
+            .map(|s| s.status)
+            .max()
+            .unwrap_or(Status::Ok)
+    }
+
+    /// The documents to write under `--out`: (file name, document).
+    pub fn files(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.stages
+            .iter()
+            .filter_map(|s| Some((s.json_file.as_str(), s.doc.as_ref()?)))
+    }
+
+    /// The `nccl` object of the cluster's JSON document.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "backend": self.plan.backend,
+            "gpus_per_rank": self.plan.gpus,
+            "why": self.plan.why,
+            "host_stage_skipped": self.plan.no_host_stage,
+            "status": self.status(),
+            "stages": self.stages.iter().map(|s| json!({
+                "name": s.name, "scope": s.scope, "hosts": s.hosts, "ranks": s.ranks,
+                "collective": s.collective, "status": s.status, "error": s.error,
+                "json": s.json_file,
+                "rows": s.doc.as_ref().map(rows).unwrap_or_default(),
+                "expected_busbw": s.expected.0, "expected_why": s.expected.1,
+                "baseline_rows": s.baseline_rows, "below_baseline": s.below_baseline,
+                "rerun": s.rerun,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The text section.
+    pub fn render_text(&self) -> String {
+        let mut s = format!(
+            "# NCCL stage: the collectives in-process, {}\n",
+            self.plan.why
+        );
+        let w = self
+            .stages
+            .iter()
+            .map(|s| s.name.len() + s.collective.len() + 1)
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        s.push_str(&format!(
+            "{:<w$}  status  {:>10}  {:>12}  {:>12}  {:>12}\n",
+            "stage", "size", "busbw GB/s", "expected", "baseline"
+        ));
+        for st in &self.stages {
+            let rows = st.doc.as_ref().map(rows).unwrap_or_default();
+            let last = rows.last();
+            let size = last
+                .and_then(|r| r["size"].as_u64())
+                .map_or("-".into(), human_bytes);
+            let bw = last
+                .and_then(|r| r["busbw"].as_f64())
+                .map_or("-".into(), |b| format!("{b:.2}"));
+            let exp = st.expected.0.map_or("-".into(), |e| format!("{e:.2}"));
+            let base = st
+                .baseline_rows
+                .as_ref()
+                .and_then(|b| b.last())
+                .and_then(|r| r["busbw"].as_f64())
+                .map_or("-".into(), |b| format!("{b:.2}"));
+            s.push_str(&format!(
+                "{:<w$}  {:<6}  {size:>10}  {bw:>12}  {exp:>12}  {base:>12}\n",
+                format!("{} {}", st.name, st.collective),
+                st.status.as_str()
+            ));
+        }
+        if let Some(why) = &self.plan.no_host_stage {
+            s.push_str(&format!("{why}\n"));
+        }
+        if let Some(st) = self.stages.iter().find(|s| s.scope == "cluster") {
+            s.push_str(&format!("expected: {}\n", st.expected.1));
+        }
+        for st in &self.stages {
+            if let Some(e) = &st.error {
+                s.push_str(&format!(
+                    "fail  {} {}: {e}\n      rerun: {}\n",
+                    st.name, st.collective, st.rerun
+                ));
+            }
+            if let Some(b) = &st.below_baseline {
+                s.push_str(&format!("fail  {} {}: {b}\n", st.name, st.collective));
+            }
+        }
+        s
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn stage(
+    ctx: &Context,
+    plan: &Plan,
+    per_rank: &[Vec<RankRun>],
+    test: &str,
+    scope: &str,
+    name: &str,
+    hosts: Vec<String>,
+    ranks: Vec<usize>,
+    file: &str,
+) -> Stage {
+    let mine = |r: usize| {
+        per_rank[r]
+            .iter()
+            .find(|x| x.test == test && x.scope == scope)
+    };
+    let doc = ranks.iter().find_map(|&r| mine(r)?.json.clone());
+    let mut errors: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for &r in &ranks {
+        match mine(r) {
+            Some(run) => {
+                if let Some(e) = &run.error {
+                    errors.entry(e.clone()).or_default().push(r);
+                }
+            }
+            None => errors
+                .entry("no result from this rank".into())
+                .or_default()
+                .push(r),
+        }
+    }
+    // Each message once with its ranks, the lowest rank's first.
+    let mut errors: Vec<(String, Vec<usize>)> = errors.into_iter().collect();
+    errors.sort_by_key(|(_, rs)| rs[0]);
+    let error = (!errors.is_empty()).then(|| {
+        errors
+            .iter()
+            .map(|(e, rs)| {
+                let list: Vec<String> = rs.iter().map(|r| r.to_string()).collect();
+                format!("rank {}: {e}", list.join(","))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    let expected = if scope == "cluster" && hosts.len() > 1 {
+        ctx.expected.clone()
+    } else if scope == "cluster" {
+        (
+            None,
+            "one host: the cluster stage does not cross the NICs".into(),
+        )
+    } else {
+        (
+            None,
+            "within one host (NVLink/PCIe, or shared memory), not the NICs".into(),
+        )
+    };
+    let baseline_rows = ctx.baseline.and_then(|(dir, _)| {
+        let v: Value = serde_json::from_slice(&std::fs::read(dir.join(file)).ok()?).ok()?;
+        Some(rows(&v))
+    });
+    let below_baseline = ctx.baseline.and_then(|(_, r)| {
+        let got = doc.as_ref().map(rows)?;
+        below(&got, baseline_rows.as_deref()?, r)
+    });
+    let mut status = if error.is_some() || doc.is_none() {
+        Status::Fail
+    } else {
+        Status::Ok
+    };
+    if below_baseline.is_some() {
+        status = Status::Fail;
+    }
+    let error = error.or_else(|| doc.is_none().then(|| "no -J document came back".to_owned()));
+    let args = format!(
+        "--nccl --nccl-tests {test} --nccl-backend {} --nccl-args '{}'",
+        plan.backend, ctx.args.nccl_args
+    );
+    let rerun = if scope == "host" {
+        format!(
+            "mpirun -np {} -H {}:{} erdma-cluster {args}",
+            ranks.len(),
+            hosts[0],
+            ranks.len()
+        )
+    } else {
+        format!(
+            "mpirun -np {} --map-by ppr:1:node erdma-cluster {args}",
+            ranks.len()
+        )
+    };
+    Stage {
+        name: name.to_owned(),
+        scope: scope.to_owned(),
+        hosts,
+        ranks,
+        collective: test.to_owned(),
+        status,
+        error,
+        json_file: file.to_owned(),
+        doc,
+        expected,
+        baseline_rows,
+        below_baseline,
+        rerun,
+    }
+}
+
+/// The largest size both have: busbw under `r` x the baseline's, said.
+fn below(got: &[Value], base: &[Value], r: f64) -> Option<String> {
+    let size_bw = |v: &Value| Some((v["size"].as_u64()?, v["busbw"].as_f64()?));
+    let b: BTreeMap<u64, f64> = base.iter().filter_map(size_bw).collect();
+    let (size, bw, want) = got
+        .iter()
+        .filter_map(size_bw)
+        .filter_map(|(s, g)| Some((s, g, *b.get(&s)?)))
+        .next_back()?;
+    (bw < r * want).then(|| {
+        format!(
+            "busbw {bw:.2} GB/s at {} under {r} x the baseline's {want:.2} GB/s",
+            human_bytes(size)
+        )
+    })
+}
+
+/// busbw the pair stage predicts for the cluster stage: the slowest NIC's
+/// rate times the NICs per host, in GB/s (`slowest_gbps`: Gb/s).
+pub fn expected_busbw(slowest_gbps: Option<f64>, nics: usize) -> (Option<f64>, String) {
+    match slowest_gbps {
+        Some(g) => (
+            Some(g * nics.max(1) as f64 / 8.0),
+            format!(
+                "the slowest pair run {g:.2} Gb/s x {} NIC(s) per host / 8",
+                nics.max(1)
+            ),
+        ),
+        None => (
+            None,
+            "no pair measured (run with --pairs for an expectation)".into(),
+        ),
+    }
+}
+
+/// 1048576 -> "1 MiB".
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v >= 1024 && v.is_multiple_of(1024) && u < UNITS.len() - 1 {
+        v /= 1024;
+        u += 1;
+    }
+    format!("{v} {}", UNITS[u])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(tests: &[&str], backend: &str) -> NcclArgs {
+        NcclArgs {
+            nccl: true,
+            nccl_tests: tests.iter().map(|s| s.to_string()).collect(),
+            nccl_args: "-b 8 -e 64 -f 2 -c 1".into(),
+            nccl_backend: backend.into(),
+        }
+    }
+
+    #[test]
+    fn names_map_to_collectives() {
+        for t in TESTS {
+            assert!(collective(t).is_some(), "{t}");
+        }
+        assert_eq!(collective("all_reduce").unwrap().name, "AllReduce");
+        assert!(collective("nope").is_none());
+    }
+
+    #[test]
+    fn plan_picks_nccl_only_with_gpus_everywhere() {
+        let a = args(&["all_reduce"], "auto");
+        let p = plan(&a, &[8, 8], &[1, 1]);
+        assert_eq!((p.backend.as_str(), p.gpus), ("nccl", 8));
+        let p = plan(&a, &[8, 0], &[1, 1]);
+        assert_eq!((p.backend.as_str(), p.gpus), ("mpi", 1));
+        assert!(p.why.contains("no GPU on rank(s) 1"), "{}", p.why);
+        let p = plan(&a, &[0, 0], &[2, 2]);
+        assert_eq!(
+            p.why,
+            "backend mpi: no GPU; this stage measures MPI over TCP/shared memory, not NCCL"
+        );
+        // Two ranks on a host of 8 GPUs: 4 each.
+        assert_eq!(plan(&a, &[8, 8], &[2, 2]).gpus, 4);
+        assert_eq!(plan(&a, &[1, 1], &[2, 2]).gpus, 1);
+    }
+
+    #[test]
+    fn own_options_are_refused() {
+        let mut a = args(&["all_reduce"], "auto");
+        assert!(check(&a).is_ok());
+        a.nccl_args = "-b 8 -g 2".into();
+        assert!(
+            check(&a)
+                .unwrap_err()
+                .contains("-g is set by erdma-cluster")
+        );
+        a.nccl_args = "-b 8 --bogus".into();
+        let e = check(&a).unwrap_err();
+        assert!(e.starts_with("--nccl-args '-b 8 --bogus': "), "{e}");
+    }
+
+    #[test]
+    fn argv_and_schedule() {
+        let a = args(&["all_reduce", "all_gather"], "auto");
+        assert_eq!(
+            argv(&a, "all_gather", "mpi", 1, Some("/tmp/x.json"), 120).join(" "),
+            "all_gather_perf -b 8 -e 64 -f 2 -c 1 -g 1 --backend mpi -T 120 -J /tmp/x.json"
+        );
+        let hosts: Vec<String> = ["a", "b", "a"].map(String::from).to_vec();
+        let p = plan(&a, &[0, 0, 0], &[2, 1, 2]);
+        assert_eq!(p.no_host_stage, None);
+        let s = schedule(&a, &p, &hosts, 2);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s[0], ("all_reduce".into(), "host".into(), Some(0)));
+        assert_eq!(s[1], ("all_reduce".into(), "cluster".into(), None));
+        assert_eq!(schedule(&a, &p, &hosts, 1)[2].2, Some(1));
+        let one = plan(&a, &[0, 0], &[1, 1]);
+        assert!(
+            one.no_host_stage
+                .as_deref()
+                .unwrap()
+                .contains("one rank on host memory")
+        );
+        assert_eq!(
+            schedule(&a, &one, &hosts[..2], 0).len(),
+            2,
+            "cluster runs only"
+        );
+    }
+
+    fn doc(busbw: f64) -> Value {
+        json!({"config": {"warmup_iters": 1, "iterations": 5, "aggregated_iterations": 1, "validation": 1},
+               "devices": [{}, {}],
+               "results": [{"size": 1024, "count": 256, "type": "float",
+                            "out_of_place": {"time": 10.0, "alg_bw": 1.0, "bus_bw": busbw, "nwrong": 0.0}}]})
+    }
+
+    #[test]
+    fn expected_bytes_of_a_ring_all_reduce() {
+        // 1 warm-up + 2 x (5 timed + 1 check) = 13 iterations, 2(n-1)/n = 1.
+        assert_eq!(iterations_per_size(&doc(1.0)), 13);
+        assert_eq!(
+            expected_host_bytes("all_reduce", &doc(1.0), 2, 2),
+            Some(13 * 1024)
+        );
+        // 4 ranks: 2 x 3/4 = 1.5 x the size.
+        assert_eq!(
+            expected_host_bytes("all_reduce", &doc(1.0), 2, 4),
+            Some(13 * 1536)
+        );
+        assert_eq!(expected_host_bytes("all_reduce", &doc(1.0), 1, 2), Some(0));
+        assert_eq!(expected_host_bytes("all_reduce", &json!({}), 2, 2), None);
+    }
+
+    fn run(test: &str, scope: &str, code: i32, json: Option<Value>) -> Value {
+        RankRun {
+            test: test.into(),
+            scope: scope.into(),
+            code,
+            error: error_of(
+                code,
+                "h: Invalid usage: boom\n .. h pid 1: Test failure common.cu:1454\n",
+            ),
+            json,
+            before: Value::Null,
+            after: Value::Null,
+        }
+        .to_json()
+    }
+
+    #[test]
+    fn report_from_gathered_runs() {
+        let a = args(&["all_reduce"], "auto");
+        let hosts: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        let base = std::env::temp_dir().join(format!("nccl-base-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(
+            base.join("nccl-cluster-all_reduce.json"),
+            doc(10.0).to_string(),
+        )
+        .unwrap();
+        let ctx = Context {
+            args: &a,
+            hosts: &hosts,
+            expected: expected_busbw(Some(80.0), 2),
+            baseline: Some((&base, 0.9)),
+        };
+        let r0 = json!([
+            run("all_reduce", "host", 0, Some(doc(5.0))),
+            run("all_reduce", "cluster", 0, Some(doc(8.0)))
+        ]);
+        let r1 = json!([
+            run("all_reduce", "host", 2, Some(doc(5.0))),
+            run("all_reduce", "cluster", 0, None)
+        ]);
+        let raw: Vec<Vec<u8>> = [r0, r1]
+            .iter()
+            .map(|v| v.to_string().into_bytes())
+            .collect();
+        let plan = plan(&a, &[2, 2], &[1, 1]);
+        let (rep, _) = Report::from_ranks(&ctx, plan, &raw).unwrap();
+        std::fs::remove_dir_all(&base).unwrap();
+        assert_eq!(rep.stages.len(), 3);
+        assert_eq!(rep.stages[0].status, Status::Ok);
+        assert_eq!(rep.stages[1].status, Status::Fail);
+        assert_eq!(
+            rep.stages[1].error.as_deref(),
+            Some("rank 1: exit 2: h: Invalid usage: boom")
+        );
+        let c = &rep.stages[2];
+        assert_eq!(c.expected.0, Some(20.0));
+        assert_eq!(
+            c.below_baseline.as_deref(),
+            Some("busbw 8.00 GB/s at 1 KiB under 0.9 x the baseline's 10.00 GB/s")
+        );
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(rep.status(), Status::Fail);
+        let j = rep.to_json();
+        assert_eq!(j["backend"], "nccl");
+        assert_eq!(j["stages"][2]["rows"][0]["busbw"], 8.0);
+        assert_eq!(j["stages"][2]["json"], "nccl-cluster-all_reduce.json");
+        assert_eq!(rep.files().count(), 3);
+        let t = rep.render_text();
+        assert!(
+            t.contains(
+                "cluster all_reduce  fail         1 KiB          8.00         20.00         10.00"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("rerun: mpirun -np 1 -H b:1 erdma-cluster --nccl"),
+            "{t}"
+        );
+    }
+}
