@@ -21,7 +21,10 @@ use crate::doctor::Status;
 use crate::meta::RunMeta;
 
 pub mod baseline;
+pub mod diagnose;
 pub mod pairs;
+pub mod schedule;
+pub mod simulate;
 use baseline::Comparison;
 use pairs::Matrix;
 
@@ -75,6 +78,9 @@ pub struct Args {
     /// The NIC pair stage.
     #[command(flatten)]
     pub pair: pairs::PairArgs,
+    /// The simulator (`--simulate`): no MPI, no network.
+    #[command(flatten)]
+    pub sim: simulate::SimArgs,
     /// Compare each pair's bandwidth with the same pair under DIR, written by
     /// an earlier run's --out (perf-CLIENT-SERVER.json); needs --pairs.
     #[arg(long, value_name = "DIR", requires = "pairs")]
