@@ -452,6 +452,9 @@ pub fn render_text(
     if let Some(c) = stages.baseline {
         s.push_str(&c.render_text());
     }
+    if let Some((names, d)) = pair_verdicts(reports, stages) {
+        s.push_str(&diagnose::render_text(&d, &names));
+    }
     let worst = overall(reports, across, stages);
     s.push_str(&format!(
         "# result: {} (exit {})\n",
@@ -528,7 +531,49 @@ pub fn render_json(
     if let Some(c) = stages.baseline {
         m.insert("baseline".into(), c.to_json());
     }
+    if let Some((names, d)) = pair_verdicts(reports, stages) {
+        m.insert("verdicts".into(), diagnose::to_json(&d, &names));
+    }
     Value::Object(m)
+}
+
+/// The pair matrix judged by [`diagnose`] (docs/cluster-diagnosis.md),
+/// against the baseline when given: the ranks' labels and the verdicts. One
+/// run per cell, no retest rounds in the real job yet; the verdicts do not
+/// change the exit status.
+pub fn pair_verdicts(
+    reports: &[HostReport],
+    stages: &Stages,
+) -> Option<(Vec<String>, diagnose::Diagnosis)> {
+    let m = stages.pairs?;
+    let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+    let n = names.len();
+    if m.gbps.len() != n {
+        return None;
+    }
+    let mut rail = diagnose::Rail {
+        gbps: m.gbps.clone(),
+        ..Default::default()
+    };
+    if let Some(c) = stages.baseline {
+        let labels = safe_labels(reports);
+        let at = |l: &str| labels.iter().position(|x| x == l);
+        let mut base = vec![vec![None; n]; n];
+        for r in &c.rows {
+            if let (Some(i), Some(j)) = (at(&r.client), at(&r.server)) {
+                base[i][j] = r.base;
+            }
+        }
+        rail.baseline = Some(base);
+    }
+    let d = diagnose::diagnose(&diagnose::Input {
+        names: &names,
+        rails: std::slice::from_ref(&rail),
+        lost: &[],
+        port_gbps: None,
+        fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
+    });
+    Some((names, d))
 }
 
 /// The file name of each rank's document under `--out`: `doctor-HOST.json`,

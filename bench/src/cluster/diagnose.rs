@@ -334,10 +334,10 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     // lost too.
     let measured = |r: &Rail| r.gbps.iter().flatten().any(Option::is_some);
     let some = input.rails.iter().any(measured);
-    for h in 0..n {
+    for (h, gone) in skip.iter_mut().enumerate() {
         let any = |r: &Rail| (0..n).any(|o| r.best(h, o).is_some() || r.best(o, h).is_some());
-        if !skip[h] && n > 2 && some && !input.rails.iter().any(any) {
-            skip[h] = true;
+        if !*gone && n > 2 && some && !input.rails.iter().any(any) {
+            *gone = true;
             d.verdicts.push(lost(
                 h,
                 "no run with this host measured anything (every run failed)".into(),

@@ -648,6 +648,7 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         .iter()
         .map(|r| {
             json!({"seed": r.seed, "missed": r.found.iter().filter(|f| f.is_none()).count(),
+                   "suspects": r.outcome.suspects,
                    "false_verdicts": r.false_ones.len(), "wall_s": r.outcome.wall_s,
                    "elapsed_s": r.elapsed_s})
         })
@@ -672,7 +673,8 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         "clusters": clusters,
         "summary": {"clusters": results.len(), "exact": exact,
                     "missed": results.iter().map(|r| r.found.iter().filter(|f| f.is_none()).count()).sum::<usize>(),
-                    "false_verdicts": results.iter().map(|r| r.false_ones.len()).sum::<usize>()},
+                    "false_verdicts": results.iter().map(|r| r.false_ones.len()).sum::<usize>(),
+                    "suspects": results.iter().map(|r| r.outcome.suspects).sum::<usize>()},
         "status": if results.iter().all(ClusterResult::exact) { "ok" } else { "fail" },
     })
 }
