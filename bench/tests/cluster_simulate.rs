@@ -163,3 +163,39 @@ fn bad_specs_are_one_line_and_exit_3() {
         }
     }
 }
+
+#[test]
+fn rank_zero_report_of_the_simulated_documents() {
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-sim-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = sim(&[
+        "16",
+        "--documents",
+        "--json",
+        "--out",
+        dir.to_str().unwrap(),
+        "--inject",
+        "link:h1:h2:0.8",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).expect(&out);
+    let g = &doc["documents"];
+    assert_eq!(g["documents"], 16, "{g}");
+    assert!(g["document_bytes"].as_u64().unwrap() > 500, "{g}");
+    assert_eq!(g["written"], true);
+    // The real job's files: a doctor document per host and cluster.json,
+    // whose verdicts (one run per cell, the first NIC) name the link.
+    assert!(dir.join("doctor-h15.json").is_file());
+    let whole: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(
+        whole["verdicts"][0]["kind"], "link",
+        "{}",
+        whole["verdicts"]
+    );
+    assert_eq!(
+        whole["verdicts"][0]["hosts"],
+        serde_json::json!(["h1", "h2"])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -211,6 +211,7 @@ fn simulate() -> i32 {
         Ok(a) => cluster::simulate::main(
             &a.sim,
             a.json,
+            a.out.as_deref(),
             &mut cli::Stdout,
             &mut std::io::stderr().lock(),
         ),

@@ -46,6 +46,12 @@ pub struct SimArgs {
     /// Simulate this many clusters (seeds SEED, SEED+1, ...) and summarize.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000), requires = "simulate")]
     pub clusters: u32,
+    /// Also time rank 0's share of the real job at this size: as many
+    /// erdma-doctor documents as hosts (this host's own, renamed), grouped,
+    /// the first NIC's simulated matrix judged, the report rendered (and
+    /// written under --out).
+    #[arg(long, requires = "simulate")]
+    pub documents: bool,
 }
 
 /// `0.03` or `3%`, in [0, 0.5].
@@ -273,6 +279,8 @@ pub struct Outcome {
     pub not_retested: usize,
     /// The simulated job's wall time (a hang costs one run deadline).
     pub wall_s: f64,
+    /// The measurements, one per NIC.
+    pub rails: Vec<Rail>,
 }
 
 /// The measurements of one simulated job as they accumulate.
@@ -408,6 +416,7 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
         retest_pairs: pairs,
         not_retested: left.len(),
         wall_s: wall,
+        rails: job.rails,
     }
 }
 
@@ -481,6 +490,7 @@ impl ClusterResult {
 pub fn main(
     a: &SimArgs,
     json_out: bool,
+    out_dir: Option<&std::path::Path>,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> i32 {
@@ -501,7 +511,11 @@ pub fn main(
                 seed,
                 ..s.plan.clone()
             };
-            let outcome = run(&truth, &plan, &s.model, &names, seed);
+            let mut outcome = run(&truth, &plan, &s.model, &names, seed);
+            if i > 0 || !a.documents {
+                // 16 MB per NIC at 1000 hosts: kept for --documents only.
+                outcome.rails = Vec::new();
+            }
             let (found, false_ones) = score(&s.faults, &outcome.diagnosis.verdicts, s.nics);
             ClusterResult {
                 seed,
@@ -512,10 +526,28 @@ pub fn main(
             }
         })
         .collect();
+    let gathered = match (a.documents, results[0].outcome.rails.first()) {
+        (true, Some(rail)) => match gather(&names, rail, out_dir) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                let _ = writeln!(err, "erdma-cluster: {e}");
+                return super::EXIT_OUTPUT;
+            }
+        },
+        _ => None,
+    };
     let text = if json_out {
-        format!("{}\n", render_json(a, &s, &names, &results))
+        let mut doc = render_json(a, &s, &names, &results);
+        if let Some(g) = &gathered {
+            doc["documents"] = g.to_json();
+        }
+        format!("{doc}\n")
     } else {
-        render_text(a, &s, &names, &results)
+        let mut t = render_text(a, &s, &names, &results);
+        if let Some(g) = &gathered {
+            t.push_str(&g.to_text());
+        }
+        t
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         let _ = writeln!(
@@ -529,6 +561,96 @@ pub fn main(
     } else {
         EXIT_MISMATCH
     }
+}
+
+/// Rank 0's share of a real job of this size (`--documents`).
+struct Gathered {
+    documents: usize,
+    document_bytes: usize,
+    gathered_bytes: usize,
+    json_bytes: usize,
+    text_bytes: usize,
+    report_s: f64,
+    written: bool,
+}
+
+impl Gathered {
+    fn to_json(&self) -> Value {
+        json!({"documents": self.documents, "document_bytes": self.document_bytes,
+               "gathered_bytes": self.gathered_bytes, "json_bytes": self.json_bytes,
+               "text_bytes": self.text_bytes, "report_s": self.report_s, "written": self.written})
+    }
+
+    fn to_text(&self) -> String {
+        let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        format!(
+            "# rank 0's report of {} erdma-doctor documents ({:.1} KiB each, {:.1} MiB gathered) and the NIC 0 matrix: \
+             parsed, grouped, judged and rendered{} in {:.2} s (JSON {:.1} MiB, text {:.1} MiB)\n",
+            self.documents,
+            self.document_bytes as f64 / 1024.0,
+            mib(self.gathered_bytes),
+            if self.written {
+                " and written under --out"
+            } else {
+                ""
+            },
+            self.report_s,
+            mib(self.json_bytes),
+            mib(self.text_bytes)
+        )
+    }
+}
+
+/// Times what rank 0 does with the gathered documents in a real job of
+/// `names.len()` hosts: this host's erdma-doctor document (real size) once
+/// per host under its simulated name, parsed, grouped across hosts, the
+/// matrix of `rail` judged, the JSON and text reports rendered, and written
+/// under `out_dir` when given.
+fn gather(
+    names: &[String],
+    rail: &Rail,
+    out_dir: Option<&std::path::Path>,
+) -> Result<Gathered, String> {
+    use crate::meta::RunMeta;
+    let host = crate::doctor::system::SystemHost::new();
+    let report = crate::doctor::evaluate(&host, &[]);
+    let mut doc = crate::doctor::render_json(&RunMeta::now("erdma-doctor"), &report);
+    let raw: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| {
+            doc["host"] = json!(n);
+            doc.to_string().into_bytes()
+        })
+        .collect();
+    let t0 = Instant::now();
+    let reports = super::parse_reports(&raw)?;
+    let problems = super::grouped_problems(&reports);
+    let across = super::cross_checks(&reports);
+    let m = super::Matrix {
+        test: "write_bw".into(),
+        gbps: rail.gbps.clone(),
+        runs: Vec::new(),
+    };
+    let stages = super::Stages {
+        pairs: Some(&m),
+        baseline: None,
+    };
+    let meta = RunMeta::now("erdma-cluster");
+    let whole = super::render_json(&meta, &reports, &problems, &across, &stages);
+    let json_bytes = whole.to_string().len();
+    let text_bytes = super::render_text(&meta, &reports, &problems, &across, &stages).len();
+    if let Some(dir) = out_dir {
+        super::write_out(dir, &reports, Some(&m), &whole)?;
+    }
+    Ok(Gathered {
+        documents: raw.len(),
+        document_bytes: raw.first().map_or(0, Vec::len),
+        gathered_bytes: raw.iter().map(Vec::len).sum(),
+        json_bytes,
+        text_bytes,
+        report_s: t0.elapsed().as_secs_f64(),
+        written: out_dir.is_some(),
+    })
 }
 
 fn verdict_line(v: &Verdict, names: &[String]) -> String {
