@@ -3,7 +3,8 @@
 # (erdma-cluster --simulate; docs/cluster-diagnosis.md states the model):
 #   1. 1000 hosts x 2 NICs, one fault of each kind at 0.8, noise +-3%:
 #      every fault found and classified right, 0 false verdicts, in
-#      CLUSTERS simulated clusters (default 100);
+#      CLUSTERS simulated clusters (default 100), each with the faults on
+#      hosts of its own random draw (--shuffle);
 #   2. noise only (+-5%): 0 false verdicts in CLUSTERS clusters;
 #   3. --budget 10 finds one 20%-slow link among 1000 hosts (10 clusters),
 #      predicted wall under 600 s;
@@ -41,7 +42,7 @@ sim() { # OUT ARGS...: the JSON document (exit 0 or 2 are both results)
 
 echo "# $(date -u +%FT%TZ) $(uname -n), $(nproc) CPUs, $BIN"
 t0=$(date +%s.%N)
-sim "$TMP/faults.json" 1000x2 --noise 3% --clusters "$CLUSTERS" --inject "${FAULTS[@]}"
+sim "$TMP/faults.json" 1000x2 --noise 3% --clusters "$CLUSTERS" --shuffle --inject "${FAULTS[@]}"
 t1=$(date +%s.%N)
 read -r exact missed false <<<"$(jq -r '.summary | "\(.exact) \(.missed) \(.false_verdicts)"' "$TMP/faults.json")"
 bar "faults of each kind, noise 3%" "$([[ $exact == "$CLUSTERS" && $false == 0 ]] && echo 1)" \
@@ -52,7 +53,7 @@ read -r false suspects <<<"$(jq -r '"\(.summary.false_verdicts) \(.summary.suspe
 bar "noise only, 5%" "$([[ $false == 0 ]] && echo 1)" \
     "$false false verdicts in $CLUSTERS clusters ($suspects suspect(s) in all before the retest)"
 
-sim "$TMP/budget.json" 1000x2 --budget 10 --clusters 10 --inject link:h3:h9:0.8
+sim "$TMP/budget.json" 1000x2 --budget 10 --clusters 10 --shuffle --inject link:h3:h9:0.8
 read -r exact wall desc <<<"$(jq -r '"\(.summary.exact) \(.predicted_wall_s) \(.schedule.describe)"' "$TMP/budget.json")"
 bar "--budget 10, one 20%-slow link" "$([[ $exact == 10 ]] && awk "BEGIN{exit !($wall < 600)}" && echo 1)" \
     "found in $exact of 10 clusters, predicted wall $(printf %.0f "$wall") s: $desc"

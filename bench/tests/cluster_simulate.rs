@@ -199,3 +199,34 @@ fn rank_zero_report_of_the_simulated_documents() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn shuffled_faults_are_found_wherever_they_sit() {
+    let (code, out, err) = sim(&[
+        "24x2",
+        "--shuffle",
+        "--clusters",
+        "4",
+        "--json",
+        "--inject",
+        "host:h1:0.8",
+        "nic:h2:0:0.8",
+        "direction:h3:h4:0.8",
+        "dead:h5",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).expect(&out);
+    assert_eq!(doc["summary"]["exact"], 4, "{}", doc["summary"]);
+    // The first cluster's verdicts name the drawn hosts, not h1 ... h5.
+    let named: Vec<(String, Vec<String>, Option<u64>)> = verdicts(&doc);
+    assert_eq!(named.len(), 4, "{named:?}");
+    assert_ne!(
+        named.iter().map(|v| v.1.clone()).collect::<Vec<_>>(),
+        vec![
+            vec!["h5".to_string()],
+            vec!["h1".into()],
+            vec!["h2".into()],
+            vec!["h3".into(), "h4".into()]
+        ]
+    );
+}

@@ -52,6 +52,11 @@ pub struct SimArgs {
     /// written under --out).
     #[arg(long, requires = "simulate")]
     pub documents: bool,
+    /// Put the injected faults on other hosts in each cluster: a random
+    /// draw per seed, hK naming the K-th host drawn (the clusters then
+    /// differ in where the faults sit, not only in their noise).
+    #[arg(long, requires = "simulate")]
+    pub shuffle: bool,
 }
 
 /// `0.03` or `3%`, in [0, 0.5].
@@ -181,6 +186,20 @@ impl Fault {
             _ => return Err(bad(format!("expected {usage}"))),
         };
         Ok(fault)
+    }
+
+    /// The same fault on other hosts: host h becomes `to[h]`.
+    pub fn moved(&self, to: &[usize]) -> Fault {
+        let a = |x: usize| to[x];
+        match *self {
+            Fault::Host(h, f) => Fault::Host(a(h), f),
+            Fault::Nic(h, k, f) => Fault::Nic(a(h), k, f),
+            Fault::Link(x, y, f) => Fault::Link(a(x).min(a(y)), a(x).max(a(y)), f),
+            Fault::Direction(x, y, f) => Fault::Direction(a(x), a(y), f),
+            Fault::Flap(x, y) => Fault::Flap(a(x).min(a(y)), a(x).max(a(y))),
+            Fault::Dead(h) => Fault::Dead(a(h)),
+            Fault::Hang(h) => Fault::Hang(a(h)),
+        }
     }
 
     /// Whether `v` is the verdict that names this fault rightly.
@@ -502,7 +521,6 @@ pub fn main(
         }
     };
     let names: Vec<String> = (0..s.hosts).map(|i| format!("h{i}")).collect();
-    let truth = Truth::new(s.hosts, s.nics, a.port_gbps, &s.faults);
     let results: Vec<ClusterResult> = (0..u64::from(a.clusters))
         .map(|i| {
             let t0 = Instant::now();
@@ -511,12 +529,20 @@ pub fn main(
                 seed,
                 ..s.plan.clone()
             };
+            let faults: Vec<Fault> = if a.shuffle {
+                let mut to: Vec<usize> = (0..s.hosts).collect();
+                Rng::new(seed ^ 0x0053_4855_4646_4C45).shuffle(&mut to);
+                s.faults.iter().map(|f| f.moved(&to)).collect()
+            } else {
+                s.faults.clone()
+            };
+            let truth = Truth::new(s.hosts, s.nics, a.port_gbps, &faults);
             let mut outcome = run(&truth, &plan, &s.model, &names, seed);
             if i > 0 || !a.documents {
                 // 16 MB per NIC at 1000 hosts: kept for --documents only.
                 outcome.rails = Vec::new();
             }
-            let (found, false_ones) = score(&s.faults, &outcome.diagnosis.verdicts, s.nics);
+            let (found, false_ones) = score(&faults, &outcome.diagnosis.verdicts, s.nics);
             ClusterResult {
                 seed,
                 outcome,
@@ -672,6 +698,9 @@ fn render_text(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         100.0 * s.model.noise,
         a.seed
     );
+    if a.shuffle {
+        t.push_str("# --shuffle: each cluster puts the faults on hosts of its own draw (hK of a spec: the K-th host drawn)\n");
+    }
     let budget = a
         .budget
         .map_or_else(String::new, |b| format!(" (--budget {b} min)"));
@@ -779,7 +808,7 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         "tool": "erdma-cluster",
         "version": env!("CARGO_PKG_VERSION"),
         "simulate": {"hosts": s.hosts, "nics": s.nics, "port_gbps": a.port_gbps, "noise": s.model.noise,
-                     "seed": a.seed, "inject": s.specs, "budget_min": a.budget},
+                     "seed": a.seed, "inject": s.specs, "budget_min": a.budget, "shuffle": a.shuffle},
         "schedule": {"pattern": s.plan.pattern.as_str(), "partners": s.plan.partners,
                      "run_s": s.plan.run_s, "rounds": s.plan.rounds, "retest_rounds_max": s.plan.retest_rounds,
                      "overhead_s": s.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
@@ -840,6 +869,13 @@ mod tests {
                 "{e}"
             );
         }
+        let to = [3, 0, 1, 2];
+        assert_eq!(Fault::Link(0, 2, 0.8).moved(&to), Fault::Link(1, 3, 0.8));
+        assert_eq!(
+            Fault::Direction(0, 2, 0.8).moved(&to),
+            Fault::Direction(3, 1, 0.8)
+        );
+        assert_eq!(Fault::Nic(1, 1, 0.8).moved(&to), Fault::Nic(0, 1, 0.8));
         assert_eq!(parse_shape("1000x2"), Ok((1000, 2)));
         assert_eq!(parse_shape("16"), Ok((16, 1)));
         assert!(parse_shape("1x2").is_err() && parse_shape("ax2").is_err());
