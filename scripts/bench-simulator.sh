@@ -25,10 +25,17 @@ if [[ -z ${BIN_DIR:-} ]]; then
     cargo build --release -p erdma-bench --bin erdma-cluster >&2
     BIN_DIR=${CARGO_TARGET_DIR:-target}/release
 fi
-BIN=$BIN_DIR/erdma-cluster
 command -v jq >/dev/null || { echo "bench-simulator.sh: needs jq (apt-get install jq)" >&2; exit 3; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# A copy: a build from another checkout sharing the target directory could
+# replace the binary while the benchmark runs.
+cp "$BIN_DIR/erdma-cluster" "$TMP/erdma-cluster"
+BIN=$TMP/erdma-cluster
+"$BIN" --help | grep -q -- --simulate || {
+    echo "bench-simulator.sh: $BIN_DIR/erdma-cluster has no --simulate: rebuild it from this checkout" >&2
+    exit 3
+}
 FAULTS=(host:h17:0.8 nic:h42:1:0.8 link:h3:h9:0.8 direction:h100:h200:0.8
         flap:h300:h301 dead:h5 hang:h6)
 failed=0

@@ -567,8 +567,8 @@ pub fn render_text(d: &Diagnosis, names: &[String]) -> String {
             Kind::Direction => hosts.join(" -> "),
             _ => hosts.join(" <-> "),
         };
-        let nic = v.nic.map_or_else(String::new, |k| format!(" NIC {k}"));
-        s.push_str(&format!("{:<9} {what}{nic}: {}\n", v.kind.as_str(), v.why));
+        // The why starts with the NIC(s) it is about.
+        s.push_str(&format!("{:<9} {what}: {}\n", v.kind.as_str(), v.why));
     }
     for n in &d.notes {
         s.push_str(&format!("note      {n}\n"));
