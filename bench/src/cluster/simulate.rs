@@ -101,13 +101,22 @@ pub enum Fault {
     Hang(usize),
 }
 
+/// The most simulated hosts.
+pub const MAX_HOSTS: usize = 4096;
+/// The most matrix cells (hosts x hosts x NICs): 16 bytes each, 1 GiB.
+pub const MAX_CELLS: usize = 64 * 1024 * 1024;
+
 /// The simulated cluster's shape: `HOSTS[xNICS]`.
 pub fn parse_shape(s: &str) -> Result<(usize, usize), String> {
     let (h, n) = s.split_once(['x', 'X']).unwrap_or((s, "1"));
     match (h.parse::<usize>(), n.parse::<usize>()) {
-        (Ok(h), Ok(n)) if (2..=20_000).contains(&h) && (1..=16).contains(&n) => Ok((h, n)),
+        (Ok(h), Ok(n)) if h * h * n > MAX_CELLS && (2..=MAX_HOSTS).contains(&h) => Err(format!(
+            "--simulate {s}: {h} hosts x {n} NICs is more than the simulator holds ({} million matrix cells, 16 bytes each): take fewer NICs",
+            MAX_CELLS / 1_000_000
+        )),
+        (Ok(h), Ok(n)) if (2..=MAX_HOSTS).contains(&h) && (1..=16).contains(&n) => Ok((h, n)),
         _ => Err(format!(
-            "--simulate {s}: expected HOSTS[xNICS] with 2 to 20000 hosts and 1 to 16 NICs, e.g. 1000x2"
+            "--simulate {s}: expected HOSTS[xNICS] with 2 to {MAX_HOSTS} hosts and 1 to 16 NICs, e.g. 1000x2"
         )),
     }
 }
@@ -879,6 +888,13 @@ mod tests {
         assert_eq!(parse_shape("1000x2"), Ok((1000, 2)));
         assert_eq!(parse_shape("16"), Ok((16, 1)));
         assert!(parse_shape("1x2").is_err() && parse_shape("ax2").is_err());
+        assert_eq!(parse_shape("4096x4"), Ok((4096, 4)));
+        assert!(
+            parse_shape("4096x5")
+                .unwrap_err()
+                .contains("take fewer NICs")
+        );
+        assert!(parse_shape("5000").unwrap_err().contains("2 to 4096 hosts"));
         assert_eq!(fraction("3%"), Ok(0.03));
         assert_eq!(fraction("0.05"), Ok(0.05));
         assert!(fraction("80%").is_err());
