@@ -23,9 +23,12 @@ use crate::doctor::Status;
 use crate::meta::RunMeta;
 
 pub mod baseline;
+pub mod diagnose;
 pub mod html;
 pub mod nccl;
 pub mod pairs;
+pub mod schedule;
+pub mod simulate;
 pub mod traffic;
 use baseline::Comparison;
 use pairs::Matrix;
@@ -83,6 +86,9 @@ pub struct Args {
     /// The NCCL stage.
     #[command(flatten)]
     pub nccl: nccl::NcclArgs,
+    /// The simulator (`--simulate`): no MPI, no network.
+    #[command(flatten)]
+    pub sim: simulate::SimArgs,
     /// Compare each pair's bandwidth with the same pair under DIR, written by
     /// an earlier run's --out (perf-CLIENT-SERVER.json), and each NCCL
     /// stage's busbw with its nccl-*.json there; needs --pairs or --nccl.
@@ -467,6 +473,9 @@ pub fn render_text(
     if let Some(t) = stages.traffic {
         s.push_str(&t.render_text());
     }
+    if let Some((names, d)) = pair_verdicts(reports, stages) {
+        s.push_str(&diagnose::render_text(&d, &names));
+    }
     let worst = overall(reports, across, stages);
     s.push_str(&format!(
         "# result: {} (exit {})\n",
@@ -549,7 +558,49 @@ pub fn render_json(
     if let Some(t) = stages.traffic {
         m.insert("traffic".into(), t.to_json());
     }
+    if let Some((names, d)) = pair_verdicts(reports, stages) {
+        m.insert("verdicts".into(), diagnose::to_json(&d, &names));
+    }
     Value::Object(m)
+}
+
+/// The pair matrix judged by [`diagnose`] (docs/cluster-diagnosis.md),
+/// against the baseline when given: the ranks' labels and the verdicts. One
+/// run per cell, no retest rounds in the real job yet; the verdicts do not
+/// change the exit status.
+pub fn pair_verdicts(
+    reports: &[HostReport],
+    stages: &Stages,
+) -> Option<(Vec<String>, diagnose::Diagnosis)> {
+    let m = stages.pairs?;
+    let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+    let n = names.len();
+    if m.gbps.len() != n {
+        return None;
+    }
+    let mut rail = diagnose::Rail {
+        gbps: m.gbps.clone(),
+        ..Default::default()
+    };
+    if let Some(c) = stages.baseline {
+        let labels = safe_labels(reports);
+        let at = |l: &str| labels.iter().position(|x| x == l);
+        let mut base = vec![vec![None; n]; n];
+        for r in &c.rows {
+            if let (Some(i), Some(j)) = (at(&r.client), at(&r.server)) {
+                base[i][j] = r.base;
+            }
+        }
+        rail.baseline = Some(base);
+    }
+    let d = diagnose::diagnose(&diagnose::Input {
+        names: &names,
+        rails: std::slice::from_ref(&rail),
+        lost: &[],
+        port_gbps: None,
+        fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
+    });
+    Some((names, d))
 }
 
 /// The file name of each rank's document under `--out`: `doctor-HOST.json`,

@@ -271,8 +271,26 @@ fn stop_hook(rank: usize) {
 
 erdma_bench::c_main!(run);
 
+/// `--simulate`: the pair stage's schedule, retest and diagnosis on a
+/// modelled cluster, before (and without) MPI.
+fn simulate() -> i32 {
+    match parse(true, 1) {
+        Ok(a) => cluster::simulate::main(
+            &a.sim,
+            a.json,
+            a.out.as_deref(),
+            &mut cli::Stdout,
+            &mut std::io::stderr().lock(),
+        ),
+        Err(code) => code,
+    }
+}
+
 #[cfg(feature = "mpi")]
 fn run() -> i32 {
+    if cluster::simulate::requested() {
+        return simulate();
+    }
     let (rank, size) = match world::init() {
         Ok(rs) => rs,
         Err(e) => {
@@ -353,6 +371,9 @@ fn run() -> i32 {
 
 #[cfg(not(feature = "mpi"))]
 fn run() -> i32 {
+    if cluster::simulate::requested() {
+        return simulate();
+    }
     let args = match parse(true, 1) {
         Ok(a) => a,
         Err(code) => std::process::exit(code),

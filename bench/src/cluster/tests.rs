@@ -242,3 +242,40 @@ fn timeout_is_bounded_and_covers_the_pair_runs() {
     assert!(check_timeout(&short).unwrap_err().contains("at least 45"));
     assert!(check_timeout(&parse(&["--pairs", "--timeout", "45"]).unwrap()).is_ok());
 }
+
+/// The pair matrix's verdicts join the text and JSON reports.
+#[test]
+fn pair_matrix_verdicts_in_the_reports() {
+    let raw: Vec<Vec<u8>> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|h| doc(h, &good()))
+        .collect();
+    let reports = parse_reports(&raw).unwrap();
+    let mut gbps = vec![vec![Some(20.0); 4]; 4];
+    for (i, row) in gbps.iter_mut().enumerate() {
+        row[i] = None;
+    }
+    gbps[1][3] = Some(12.0);
+    let m = Matrix {
+        test: "write_bw".into(),
+        gbps,
+        runs: Vec::new(),
+    };
+    let stages = Stages {
+        pairs: Some(&m),
+        baseline: None,
+    };
+    let v = render_json(&meta("a"), &reports, &[], &[], &stages);
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 1, "{v}");
+    assert_eq!(verdicts[0]["kind"], "direction");
+    assert_eq!(verdicts[0]["hosts"], serde_json::json!(["b", "d"]));
+    let text = render_text(&meta("a"), &reports, &[], &[], &stages);
+    assert!(
+        text.contains("direction b -> d: NIC 0: b -> d 12.00 Gb/s, d -> b 20.00 Gb/s"),
+        "{text}"
+    );
+    // Without the pair stage: no verdicts key.
+    let none = render_json(&meta("a"), &reports, &[], &[], &Stages::default());
+    assert!(none.get("verdicts").is_none());
+}

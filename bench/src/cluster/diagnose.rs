@@ -1,0 +1,585 @@
+//! Verdicts from the pair matrices: which host, NIC, link or direction is
+//! slow, judged against the cluster itself (no per-SKU table), the port rate
+//! and a baseline when given, each with the numbers behind it
+//! (docs/cluster-diagnosis.md, "The diagnosis").
+//!
+//! Per NIC (rail): the reference is the median of the hosts' row medians;
+//! the spread is the MAD of the cells above the reference (faults only slow
+//! things down, so the upper half is noise alone), and a cell is low under
+//! `1 - max(K_SIGMA * spread, MIN_EFFECT)` of the reference (or under
+//! `fail_below` of its baseline). A host is at fault on a NIC when the
+//! median of its row and the median of its column are low (one side only:
+//! it sends or receives slowly); the low cells no host explains are links
+//! (both directions low) or directions (one low, the other not). Every
+//! cell's value is the best of its runs, so a retest that measures well
+//! clears a cell one unlucky run made low.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+/// How many robust standard deviations under the reference a cell must be.
+pub const K_SIGMA: f64 = 5.0;
+/// The smallest slowdown called a fault, relative to the reference.
+pub const MIN_EFFECT: f64 = 0.10;
+
+/// What a verdict blames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// A host or rank that did not answer (dead or hung) or whose runs all failed.
+    Lost,
+    /// A host: all its NICs (or its only one) send and receive slowly.
+    Host,
+    /// One NIC of a host.
+    Nic,
+    /// The path between two hosts, both directions.
+    Link,
+    /// One direction of the path between two hosts.
+    Direction,
+}
+
+impl Kind {
+    /// The name in the JSON document.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Lost => "lost",
+            Kind::Host => "host",
+            Kind::Nic => "nic",
+            Kind::Link => "link",
+            Kind::Direction => "direction",
+        }
+    }
+}
+
+/// One verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// What is blamed.
+    pub kind: Kind,
+    /// The hosts (indexes): one for lost/host/nic, two for link (lower
+    /// first) and direction (client, server).
+    pub hosts: Vec<usize>,
+    /// The NIC, when the verdict is about one NIC; none when about all.
+    pub nic: Option<usize>,
+    /// Why, with the numbers, in one line (host names filled in).
+    pub why: String,
+    /// The numbers behind it.
+    pub numbers: BTreeMap<String, f64>,
+    /// Whether a retest measured it again.
+    pub retested: bool,
+}
+
+impl Verdict {
+    /// The `verdicts` entry of the JSON document.
+    pub fn to_json(&self, names: &[String]) -> Value {
+        let hosts: Vec<&str> = self
+            .hosts
+            .iter()
+            .map(|&h| names.get(h).map_or("?", String::as_str))
+            .collect();
+        json!({"kind": self.kind.as_str(), "hosts": hosts, "nic": self.nic, "why": self.why,
+               "numbers": self.numbers, "retested": self.retested})
+    }
+}
+
+/// One NIC's (rail's) measurements of every pair.
+#[derive(Debug, Clone, Default)]
+pub struct Rail {
+    /// `gbps[client][server]` of the first pass (none: not measured or failed).
+    pub gbps: Vec<Vec<Option<f64>>>,
+    /// Later runs of a cell (retests), Gb/s.
+    pub extra: BTreeMap<(usize, usize), Vec<f64>>,
+    /// The baseline's `gbps[client][server]`, when given.
+    pub baseline: Option<Vec<Vec<Option<f64>>>>,
+}
+
+impl Rail {
+    /// An empty rail of `n` hosts.
+    pub fn new(n: usize) -> Rail {
+        Rail {
+            gbps: vec![vec![None; n]; n],
+            ..Rail::default()
+        }
+    }
+
+    /// Every run of a cell: the first pass, then the retests.
+    fn samples(&self, c: usize, s: usize) -> impl Iterator<Item = f64> + '_ {
+        self.gbps[c][s]
+            .into_iter()
+            .chain(self.extra.get(&(c, s)).into_iter().flatten().copied())
+    }
+
+    /// The best run of a cell.
+    fn best(&self, c: usize, s: usize) -> Option<f64> {
+        self.samples(c, s).reduce(f64::max)
+    }
+
+    fn retested(&self, c: usize, s: usize) -> bool {
+        self.extra.get(&(c, s)).is_some_and(|v| !v.is_empty())
+    }
+}
+
+/// What the diagnosis judges.
+#[derive(Debug, Clone, Copy)]
+pub struct Input<'a> {
+    /// Host names (index = host).
+    pub names: &'a [String],
+    /// One entry per NIC.
+    pub rails: &'a [Rail],
+    /// Hosts already known lost, with why.
+    pub lost: &'a [(usize, String)],
+    /// The ports' rate, Gb/s, when known.
+    pub port_gbps: Option<f64>,
+    /// A cell under this ratio of its baseline is low.
+    pub fail_below: f64,
+}
+
+/// The verdicts and notes about the whole cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnosis {
+    /// Lost first, then hosts, NICs, links, directions.
+    pub verdicts: Vec<Verdict>,
+    /// About the cluster as a whole (e.g. its median far under the port rate).
+    pub notes: Vec<String>,
+}
+
+/// The upper median (of two middle values the larger): a host with half its
+/// cells low because of other hosts' faults is not itself low.
+fn upper_median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mid = v.len() / 2;
+    let (_, m, _) = v.select_nth_unstable_by(mid, f64::total_cmp);
+    Some(*m)
+}
+
+/// One NIC's reference, spread and per-cell scores.
+struct View {
+    reference: f64,
+    spread: f64,
+    lowline: f64,
+    /// Score of each cell (1 = the reference), NaN when not measured.
+    score: Vec<f64>,
+    n: usize,
+}
+
+impl View {
+    fn score(&self, c: usize, s: usize) -> Option<f64> {
+        let v = self.score[c * self.n + s];
+        (!v.is_nan()).then_some(v)
+    }
+
+    fn low(&self, c: usize, s: usize) -> Option<bool> {
+        self.score(c, s).map(|v| v < self.lowline)
+    }
+}
+
+fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
+    let n = rail.gbps.len();
+    let live = |h: usize| !skip[h];
+    let mut row_medians = Vec::new();
+    let mut row = Vec::with_capacity(n);
+    for c in (0..n).filter(|&c| live(c)) {
+        row.clear();
+        row.extend(
+            (0..n)
+                .filter(|&s| s != c && live(s))
+                .filter_map(|s| rail.best(c, s)),
+        );
+        row_medians.extend(upper_median(&mut row));
+    }
+    let reference = upper_median(&mut row_medians).filter(|r| *r > 0.0)?;
+    let mut above = Vec::new();
+    let mut score = vec![f64::NAN; n * n];
+    for c in (0..n).filter(|&c| live(c)) {
+        for s in (0..n).filter(|&s| s != c && live(s)) {
+            if let Some(v) = rail.best(c, s) {
+                if v >= reference {
+                    above.push((v - reference) / reference);
+                }
+                score[c * n + s] = v / reference;
+            }
+        }
+    }
+    // The median of |x| for x normal is 0.674 sigma: 1.4826 turns it into sigma.
+    let spread = upper_median(&mut above).map_or(0.0, |m| 1.4826 * m);
+    let threshold = (K_SIGMA * spread).max(MIN_EFFECT);
+    let lowline = 1.0 - threshold;
+    if let Some(base) = &rail.baseline {
+        for c in 0..n {
+            for s in 0..n {
+                let (Some(v), Some(Some(b))) =
+                    (rail.best(c, s), base.get(c).and_then(|r| r.get(s)))
+                else {
+                    continue;
+                };
+                if *b > 0.0 && !score[c * n + s].is_nan() {
+                    // Under fail_below of its baseline scores under the lowline.
+                    let against = v / b * lowline / fail_below;
+                    score[c * n + s] = score[c * n + s].min(against);
+                }
+            }
+        }
+    }
+    Some(View {
+        reference,
+        spread,
+        lowline,
+        score,
+        n,
+    })
+}
+
+/// Which side of a host is slow on one NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Both,
+    Sends,
+    Receives,
+}
+
+struct HostFlag {
+    host: usize,
+    rail: usize,
+    side: Side,
+    row: f64,
+    col: f64,
+    cells: usize,
+    retested: bool,
+}
+
+fn host_flags(rail_i: usize, rail: &Rail, v: &View, skip: &[bool]) -> Vec<HostFlag> {
+    let n = v.n;
+    let mut out = Vec::new();
+    let (mut row, mut col) = (Vec::new(), Vec::new());
+    for h in (0..n).filter(|&h| !skip[h]) {
+        row.clear();
+        col.clear();
+        row.extend((0..n).filter(|&s| s != h).filter_map(|s| v.score(h, s)));
+        col.extend((0..n).filter(|&c| c != h).filter_map(|c| v.score(c, h)));
+        let (nr, nc) = (row.len(), col.len());
+        let (Some(rm), Some(cm)) = (upper_median(&mut row), upper_median(&mut col)) else {
+            continue;
+        };
+        let (rl, cl) = (rm < v.lowline, cm < v.lowline);
+        let side = match (rl && nr >= 2, cl && nc >= 2) {
+            (true, true) => Side::Both,
+            (true, false) if nr >= 3 => Side::Sends,
+            (false, true) if nc >= 3 => Side::Receives,
+            _ => continue,
+        };
+        let retested = (0..n).any(|o| rail.retested(h, o) || rail.retested(o, h));
+        out.push(HostFlag {
+            host: h,
+            rail: rail_i,
+            side,
+            row: rm,
+            col: cm,
+            cells: nr + nc,
+            retested,
+        });
+    }
+    out
+}
+
+/// A low pair of cells no host explains.
+struct PairFlag {
+    a: usize,
+    b: usize,
+    rail: usize,
+    /// (a->b low, b->a low)
+    low: (bool, bool),
+}
+
+fn pair_flags(rail_i: usize, v: &View, skip: &[bool], flags: &[HostFlag]) -> Vec<PairFlag> {
+    let n = v.n;
+    let mut sends = vec![false; n];
+    let mut receives = vec![false; n];
+    for f in flags {
+        sends[f.host] |= f.side != Side::Receives;
+        receives[f.host] |= f.side != Side::Sends;
+    }
+    let explained = |c: usize, s: usize| sends[c] || receives[s];
+    let mut out = Vec::new();
+    for a in (0..n).filter(|&a| !skip[a]) {
+        for b in (a + 1..n).filter(|&b| !skip[b]) {
+            let ab = v.low(a, b) == Some(true) && !explained(a, b);
+            let ba = v.low(b, a) == Some(true) && !explained(b, a);
+            if ab || ba {
+                out.push(PairFlag {
+                    a,
+                    b,
+                    rail: rail_i,
+                    low: (ab, ba),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Judges every NIC's matrix; see the module documentation.
+pub fn diagnose(input: &Input) -> Diagnosis {
+    let n = input.names.len();
+    let mut d = Diagnosis::default();
+    let mut skip = vec![false; n];
+    for (h, why) in input.lost {
+        if *h < n && !skip[*h] {
+            skip[*h] = true;
+            d.verdicts.push(lost(*h, why.clone()));
+        }
+    }
+    // A host none of whose runs measured anything, while others' did, is
+    // lost too.
+    let measured = |r: &Rail| r.gbps.iter().flatten().any(Option::is_some);
+    let some = input.rails.iter().any(measured);
+    for (h, gone) in skip.iter_mut().enumerate() {
+        let any = |r: &Rail| (0..n).any(|o| r.best(h, o).is_some() || r.best(o, h).is_some());
+        if !*gone && n > 2 && some && !input.rails.iter().any(any) {
+            *gone = true;
+            d.verdicts.push(lost(
+                h,
+                "no run with this host measured anything (every run failed)".into(),
+            ));
+        }
+    }
+    let mut hosts = Vec::new();
+    let mut links = Vec::new();
+    let mut views = Vec::new();
+    for (i, rail) in input.rails.iter().enumerate() {
+        if rail.gbps.len() != n {
+            continue;
+        }
+        let Some(v) = view(rail, &skip, input.fail_below) else {
+            continue;
+        };
+        let flags = host_flags(i, rail, &v, &skip);
+        links.extend(pair_flags(i, &v, &skip, &flags));
+        hosts.extend(flags);
+        if let Some(port) = input.port_gbps
+            && v.reference < (1.0 - MIN_EFFECT) * port
+        {
+            d.notes.push(format!(
+                "NIC {i}: the cluster's median {:.2} Gb/s is {:.0}% of the port rate {port:.2} Gb/s: \
+                 every pair is slow alike (a setting, the fabric or the test's options)",
+                v.reference,
+                100.0 * v.reference / port
+            ));
+        }
+        views.push((i, v));
+    }
+    let view_of = |r: usize| views.iter().find(|(i, _)| *i == r).map(|(_, v)| v);
+    let nrails = input.rails.len();
+    d.verdicts.extend(host_verdicts(&hosts, nrails, &view_of));
+    d.verdicts
+        .extend(pair_verdicts(&links, nrails, input, &view_of));
+    d.verdicts
+        .sort_by(|a, b| (a.kind, &a.hosts, a.nic).cmp(&(b.kind, &b.hosts, b.nic)));
+    d
+}
+
+fn lost(h: usize, why: String) -> Verdict {
+    Verdict {
+        kind: Kind::Lost,
+        hosts: vec![h],
+        nic: None,
+        why,
+        numbers: BTreeMap::new(),
+        retested: false,
+    }
+}
+
+/// Groups the flags of one host (or pair) by NIC: on every NIC (with more
+/// than one) it is one verdict about all; otherwise one per NIC.
+fn by_rails<K: Ord + Copy, F>(flags: &[F], key: impl Fn(&F) -> K) -> BTreeMap<K, Vec<&F>> {
+    let mut m: BTreeMap<K, Vec<&F>> = BTreeMap::new();
+    for f in flags {
+        m.entry(key(f)).or_default().push(f);
+    }
+    m
+}
+
+fn host_verdicts<'v>(
+    flags: &[HostFlag],
+    nrails: usize,
+    view_of: &dyn Fn(usize) -> Option<&'v View>,
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (host, fs) in by_rails(flags, |f| f.host) {
+        let all = fs.len() == nrails;
+        let groups: Vec<Vec<&HostFlag>> = if all {
+            vec![fs]
+        } else {
+            fs.into_iter().map(|f| vec![f]).collect()
+        };
+        for g in groups {
+            let mut why = Vec::new();
+            let mut numbers = BTreeMap::new();
+            for f in &g {
+                let Some(v) = view_of(f.rail) else { continue };
+                let side = match f.side {
+                    Side::Both => "sends and receives",
+                    Side::Sends => "sends (receives normally)",
+                    Side::Receives => "receives (sends normally)",
+                };
+                why.push(format!(
+                    "NIC {}: {side} at {:.2} (row median) and {:.2} (column median) of the \
+                     cluster's median {:.2} Gb/s, low line {:.2}, {} cells",
+                    f.rail, f.row, f.col, v.reference, v.lowline, f.cells
+                ));
+                numbers.insert(format!("nic{}_row", f.rail), f.row);
+                numbers.insert(format!("nic{}_column", f.rail), f.col);
+                numbers.insert(format!("nic{}_median_gbps", f.rail), v.reference);
+                numbers.insert(format!("nic{}_lowline", f.rail), v.lowline);
+                numbers.insert(format!("nic{}_spread", f.rail), v.spread);
+            }
+            let retested = g.iter().any(|f| f.retested);
+            let one = g.len() == 1 && !all;
+            let kind = if one { Kind::Nic } else { Kind::Host };
+            let mut why = why.join("; ");
+            if nrails == 1 {
+                why.push_str(" (one NIC measured: the host or its NIC)");
+            }
+            why.push_str(if retested {
+                "; confirmed by the retest"
+            } else {
+                "; not retested"
+            });
+            out.push(Verdict {
+                kind,
+                hosts: vec![host],
+                nic: one.then(|| g[0].rail),
+                why,
+                numbers,
+                retested,
+            });
+        }
+    }
+    out
+}
+
+fn pair_verdicts<'v>(
+    flags: &[PairFlag],
+    nrails: usize,
+    input: &Input,
+    view_of: &dyn Fn(usize) -> Option<&'v View>,
+) -> Vec<Verdict> {
+    let names = input.names;
+    let mut out = Vec::new();
+    for ((a, b, low), fs) in by_rails(flags, |f| (f.a, f.b, f.low)) {
+        let all = fs.len() == nrails && nrails > 1;
+        let groups: Vec<Vec<&PairFlag>> = if all {
+            vec![fs]
+        } else {
+            fs.into_iter().map(|f| vec![f]).collect()
+        };
+        for g in groups {
+            let (kind, hosts) = match low {
+                (true, true) => (Kind::Link, vec![a, b]),
+                (true, false) => (Kind::Direction, vec![a, b]),
+                _ => (Kind::Direction, vec![b, a]),
+            };
+            let mut why = Vec::new();
+            let mut numbers = BTreeMap::new();
+            let mut retested = false;
+            let mut flapping = false;
+            for f in &g {
+                let (Some(v), Some(rail)) = (view_of(f.rail), input.rails.get(f.rail)) else {
+                    continue;
+                };
+                let runs = |c: usize, s: usize| -> Vec<f64> { rail.samples(c, s).collect() };
+                let show = |c: usize, s: usize| {
+                    let r = runs(c, s);
+                    let list: Vec<String> = r.iter().map(|g| format!("{g:.2}")).collect();
+                    format!(
+                        "{} -> {} {} Gb/s",
+                        names[c],
+                        names[s],
+                        if list.is_empty() {
+                            "-".into()
+                        } else {
+                            list.join(", ")
+                        }
+                    )
+                };
+                retested |= rail.retested(a, b) || rail.retested(b, a);
+                for (c, s) in [(a, b), (b, a)] {
+                    let r = runs(c, s);
+                    if r.len() > 1 {
+                        let (lo, hi) = r
+                            .iter()
+                            .fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+                        flapping |= (hi - lo) / v.reference > 1.0 - v.lowline;
+                    }
+                }
+                why.push(format!(
+                    "NIC {}: {}, {} against the cluster's median {:.2} Gb/s (low line {:.2})",
+                    f.rail,
+                    show(a, b),
+                    show(b, a),
+                    v.reference,
+                    v.lowline
+                ));
+                numbers.insert(
+                    format!("nic{}_ab_gbps", f.rail),
+                    rail.best(a, b).unwrap_or(f64::NAN),
+                );
+                numbers.insert(
+                    format!("nic{}_ba_gbps", f.rail),
+                    rail.best(b, a).unwrap_or(f64::NAN),
+                );
+                numbers.insert(format!("nic{}_median_gbps", f.rail), v.reference);
+                numbers.insert(format!("nic{}_spread", f.rail), v.spread);
+            }
+            numbers.retain(|_, v| v.is_finite());
+            let mut why = why.join("; ");
+            if flapping {
+                why.push_str("; its runs differ more than the noise: flapping");
+            }
+            why.push_str(if retested {
+                "; the retest measured it again"
+            } else {
+                "; not retested"
+            });
+            out.push(Verdict {
+                kind,
+                hosts,
+                nic: (!all && nrails > 1).then(|| g[0].rail),
+                why,
+                numbers,
+                retested,
+            });
+        }
+    }
+    out
+}
+
+/// The text section: one line per verdict.
+pub fn render_text(d: &Diagnosis, names: &[String]) -> String {
+    let mut s = String::from("# verdicts: what is slow or lost, and why\n");
+    if d.verdicts.is_empty() {
+        s.push_str("none: every host, NIC and link within the cluster's spread\n");
+    }
+    for v in &d.verdicts {
+        let hosts: Vec<&str> = v.hosts.iter().map(|&h| names[h].as_str()).collect();
+        let what = match v.kind {
+            Kind::Direction => hosts.join(" -> "),
+            _ => hosts.join(" <-> "),
+        };
+        // The why starts with the NIC(s) it is about.
+        s.push_str(&format!("{:<9} {what}: {}\n", v.kind.as_str(), v.why));
+    }
+    for n in &d.notes {
+        s.push_str(&format!("note      {n}\n"));
+    }
+    s
+}
+
+/// The `verdicts` array of the JSON document.
+pub fn to_json(d: &Diagnosis, names: &[String]) -> Value {
+    d.verdicts.iter().map(|v| v.to_json(names)).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! The diagnosis on synthetic matrices: each fault kind, noise only, two
+//! faults at once, a host fault next to a link fault.
+
+use super::*;
+use crate::cluster::schedule::Rng;
+
+/// A cluster of `n` hosts and `rails` NICs at 100 Gb/s with +-`noise` (2
+/// sigma) and per-cell factors from `f(nic, client, server)`.
+fn cluster(
+    n: usize,
+    rails: usize,
+    noise: f64,
+    seed: u64,
+    f: impl Fn(usize, usize, usize) -> f64,
+) -> Vec<Rail> {
+    let mut rng = Rng::new(seed);
+    (0..rails)
+        .map(|k| {
+            let mut r = Rail::new(n);
+            for c in 0..n {
+                for s in (0..n).filter(|&s| s != c) {
+                    let v = 100.0 * f(k, c, s) * (1.0 + noise / 2.0 * rng.normal());
+                    r.gbps[c][s] = Some(v);
+                }
+            }
+            r
+        })
+        .collect()
+}
+
+fn names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("h{i}")).collect()
+}
+
+fn judge(rails: &[Rail]) -> Diagnosis {
+    let n = rails[0].gbps.len();
+    let names = names(n);
+    diagnose(&Input {
+        names: &names,
+        rails,
+        lost: &[],
+        port_gbps: Some(100.0),
+        fail_below: 0.9,
+    })
+}
+
+fn kinds(d: &Diagnosis) -> Vec<(Kind, Vec<usize>, Option<usize>)> {
+    d.verdicts
+        .iter()
+        .map(|v| (v.kind, v.hosts.clone(), v.nic))
+        .collect()
+}
+
+#[test]
+fn noise_only_gives_no_verdict() {
+    for seed in 0..20 {
+        let d = judge(&cluster(24, 2, 0.05, seed, |_, _, _| 1.0));
+        assert!(d.verdicts.is_empty(), "seed {seed}: {:?}", kinds(&d));
+        assert!(d.notes.is_empty(), "{:?}", d.notes);
+    }
+}
+
+#[test]
+fn a_slow_host_on_every_nic() {
+    let d = judge(&cluster(16, 2, 0.03, 1, |_, c, s| {
+        if c == 5 || s == 5 { 0.8 } else { 1.0 }
+    }));
+    assert_eq!(kinds(&d), vec![(Kind::Host, vec![5], None)]);
+    let v = &d.verdicts[0];
+    assert!(
+        v.why.contains("NIC 0: sends and receives at 0."),
+        "{}",
+        v.why
+    );
+    assert!(v.why.contains("not retested"), "{}", v.why);
+    assert!((v.numbers["nic0_row"] - 0.8).abs() < 0.03);
+}
+
+#[test]
+fn a_slow_nic() {
+    let d = judge(&cluster(16, 2, 0.03, 2, |k, c, s| {
+        if k == 1 && (c == 7 || s == 7) {
+            0.8
+        } else {
+            1.0
+        }
+    }));
+    assert_eq!(kinds(&d), vec![(Kind::Nic, vec![7], Some(1))]);
+}
+
+#[test]
+fn a_slow_link_and_a_slow_direction() {
+    let d = judge(&cluster(16, 2, 0.03, 3, |_, c, s| match (c, s) {
+        (3, 9) | (9, 3) => 0.8,
+        (10, 2) => 0.8,
+        _ => 1.0,
+    }));
+    assert_eq!(
+        kinds(&d),
+        vec![
+            (Kind::Link, vec![3, 9], None),
+            (Kind::Direction, vec![10, 2], None)
+        ]
+    );
+    let link = &d.verdicts[0];
+    assert!(link.why.contains("h3 -> h9 "), "{}", link.why);
+    let names = names(16);
+    let j = link.to_json(&names);
+    assert_eq!(j["kind"], "link");
+    assert_eq!(j["hosts"], json!(["h3", "h9"]));
+    assert!(render_text(&d, &names).contains("direction h10 -> h2: NIC 0"));
+}
+
+#[test]
+fn two_hosts_at_once_and_a_host_next_to_a_link() {
+    let d = judge(&cluster(20, 1, 0.03, 4, |_, c, s| {
+        let host = |h| c == h || s == h;
+        let mut f: f64 = 1.0;
+        if host(2) || host(11) {
+            f = 0.8;
+        }
+        if (c, s) == (3, 4) || (c, s) == (4, 3) {
+            f *= 0.75;
+        }
+        f
+    }));
+    assert_eq!(
+        kinds(&d),
+        vec![
+            (Kind::Host, vec![2], None),
+            (Kind::Host, vec![11], None),
+            (Kind::Link, vec![3, 4], None)
+        ]
+    );
+    assert!(d.verdicts[0].why.contains("one NIC measured"));
+}
+
+#[test]
+fn a_retest_clears_an_unlucky_run_and_confirms_a_fault() {
+    let mut rails = cluster(12, 1, 0.03, 5, |_, c, s| {
+        if (c, s) == (1, 2) || (c, s) == (2, 1) {
+            0.8
+        } else {
+            1.0
+        }
+    });
+    // One unlucky run: 6 -> 7 measured low once.
+    rails[0].gbps[6][7] = Some(70.0);
+    let before = judge(&rails);
+    assert_eq!(
+        kinds(&before),
+        vec![
+            (Kind::Link, vec![1, 2], None),
+            (Kind::Direction, vec![6, 7], None)
+        ]
+    );
+    rails[0].extra.insert((6, 7), vec![99.0]);
+    rails[0].extra.insert((1, 2), vec![79.0]);
+    let after = judge(&rails);
+    assert_eq!(kinds(&after), vec![(Kind::Link, vec![1, 2], None)]);
+    assert!(after.verdicts[0].retested);
+    assert!(
+        after.verdicts[0].why.contains("h1 -> h2 "),
+        "{}",
+        after.verdicts[0].why
+    );
+    assert!(
+        after.verdicts[0]
+            .why
+            .contains("the retest measured it again")
+    );
+}
+
+#[test]
+fn a_flapping_link_says_so() {
+    let mut rails = cluster(12, 1, 0.03, 6, |_, c, s| {
+        if (c, s) == (4, 8) || (c, s) == (8, 4) {
+            0.5
+        } else {
+            1.0
+        }
+    });
+    rails[0].extra.insert((4, 8), vec![25.0]);
+    let d = judge(&rails);
+    assert_eq!(kinds(&d), vec![(Kind::Link, vec![4, 8], None)]);
+    assert!(
+        d.verdicts[0].why.contains("flapping"),
+        "{}",
+        d.verdicts[0].why
+    );
+}
+
+#[test]
+fn lost_hosts_and_failed_runs() {
+    let mut rails = cluster(8, 1, 0.03, 7, |_, _, _| 1.0);
+    for o in 0..8 {
+        rails[0].gbps[3][o] = None;
+        rails[0].gbps[o][3] = None;
+    }
+    let names = names(8);
+    let d = diagnose(&Input {
+        names: &names,
+        rails: &rails,
+        lost: &[(5, "hung: no answer within the run's deadline".into())],
+        port_gbps: None,
+        fail_below: 0.9,
+    });
+    assert_eq!(
+        kinds(&d),
+        vec![(Kind::Lost, vec![3], None), (Kind::Lost, vec![5], None)]
+    );
+    assert!(d.verdicts[0].why.contains("every run failed"));
+}
+
+#[test]
+fn against_the_port_rate_and_the_baseline() {
+    // The whole cluster at 60% of the port: a note, no host blamed.
+    let rails = cluster(8, 1, 0.02, 8, |_, _, _| 0.6);
+    let d = judge(&rails);
+    assert!(d.verdicts.is_empty());
+    assert!(d.notes[0].contains("60% of the port rate"), "{:?}", d.notes);
+    // One cell at 85% of its baseline: low against the baseline only.
+    let mut rails = cluster(8, 1, 0.0, 9, |_, _, _| 1.0);
+    let mut base = vec![vec![Some(100.0); 8]; 8];
+    base[2][6] = Some(120.0);
+    rails[0].baseline = Some(base);
+    let d = judge(&rails);
+    assert_eq!(kinds(&d), vec![(Kind::Direction, vec![2, 6], None)]);
+}
+
+#[test]
+fn two_hosts_a_slow_direction() {
+    let mut r = Rail::new(2);
+    r.gbps[0][1] = Some(10.0);
+    r.gbps[1][0] = Some(20.0);
+    let d = judge(&[r]);
+    assert_eq!(kinds(&d), vec![(Kind::Direction, vec![0, 1], None)]);
+}

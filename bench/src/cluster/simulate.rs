@@ -1,0 +1,943 @@
+//! `erdma-cluster --simulate HOSTS[xNICS] --inject SPEC...`: the pair
+//! stage's schedule, retest and diagnosis on modelled measurements (the
+//! port rate, noise that grows with the flows sharing a port and shrinks with
+//! the run length, injected faults), with no MPI and no network. It prints
+//! the verdicts as the real job does, the predicted wall time of the real
+//! job, and what it found against what was injected. The model is
+//! [`schedule::Model`], stated in docs/cluster-diagnosis.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::diagnose::{self, Diagnosis, Input, Kind, Rail, Verdict};
+use super::schedule::{self, Model, Plan, Rng};
+
+/// Exit status: every injected fault found and classified right, and no
+/// other verdict.
+pub const EXIT_MATCH: i32 = 0;
+/// A fault missed or misclassified, or a verdict about a healthy part.
+pub const EXIT_MISMATCH: i32 = 2;
+
+/// The simulator's options (part of erdma-cluster's command line).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimArgs {
+    /// Simulate a cluster of HOSTS hosts with NICS NICs each (default 1),
+    /// named h0, h1, ...: no MPI, no network.
+    #[arg(long, value_name = "HOSTS[xNICS]")]
+    pub simulate: Option<String>,
+    /// Faults to inject: host:H:F, nic:H:K:F, link:A:B:F, direction:A:B:F
+    /// (A -> B only), flap:A:B, dead:H, hang:H (F: the rate factor, e.g. 0.8).
+    #[arg(long, value_name = "SPEC", num_args = 1.., requires = "simulate")]
+    pub inject: Vec<String>,
+    /// The time the pair stage may take, in minutes: picks the schedule.
+    #[arg(long, value_name = "MINUTES", value_parser = crate::compare::cli::positive, requires = "simulate")]
+    pub budget: Option<f64>,
+    /// Seed of the simulated noise, faults' draws and random pairings.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "simulate")]
+    pub seed: u64,
+    /// Run-to-run noise of a flow, the half-width of its 95% range: 0.03 or 3%.
+    #[arg(long, value_name = "FRACTION", default_value = "3%", value_parser = fraction, requires = "simulate")]
+    pub noise: f64,
+    /// The ports' rate, Gb/s.
+    #[arg(long, value_name = "GBPS", default_value_t = 100.0, value_parser = crate::compare::cli::positive, requires = "simulate")]
+    pub port_gbps: f64,
+    /// Simulate this many clusters (seeds SEED, SEED+1, ...) and summarize.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000), requires = "simulate")]
+    pub clusters: u32,
+    /// Also time rank 0's share of the real job at this size: as many
+    /// erdma-doctor documents as hosts (this host's own, renamed), grouped,
+    /// the first NIC's simulated matrix judged, the report rendered (and
+    /// written under --out).
+    #[arg(long, requires = "simulate")]
+    pub documents: bool,
+    /// Put the injected faults on other hosts in each cluster: a random
+    /// draw per seed, hK naming the K-th host drawn (the clusters then
+    /// differ in where the faults sit, not only in their noise).
+    #[arg(long, requires = "simulate")]
+    pub shuffle: bool,
+}
+
+/// `0.03` or `3%`, in [0, 0.5].
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(p) => (p, 100.0),
+        None => (s, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if (0.0..=0.5).contains(&(v / scale)) => Ok(v / scale),
+        _ => Err(format!(
+            "'{s}': a fraction from 0 to 0.5, or a percentage such as 3%"
+        )),
+    }
+}
+
+/// Whether the command line asks for a simulation (checked before MPI
+/// starts: a simulation needs no mpirun).
+pub fn requested() -> bool {
+    std::env::args_os().any(|a| {
+        let a = a.to_string_lossy();
+        a == "--simulate" || a.starts_with("--simulate=")
+    })
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// Every NIC of the host at factor f.
+    Host(usize, f64),
+    /// One NIC of the host.
+    Nic(usize, usize, f64),
+    /// The path between two hosts, both directions, on every NIC.
+    Link(usize, usize, f64),
+    /// One direction (client, server), every NIC.
+    Direction(usize, usize, f64),
+    /// A link whose every run gets a random 20-80% of the rate.
+    Flap(usize, usize),
+    /// A host whose process is gone: its runs fail at once.
+    Dead(usize),
+    /// A host that hangs: its first run never ends.
+    Hang(usize),
+}
+
+/// The most simulated hosts.
+pub const MAX_HOSTS: usize = 4096;
+/// The most matrix cells (hosts x hosts x NICs): 16 bytes each, 1 GiB.
+pub const MAX_CELLS: usize = 64 * 1024 * 1024;
+
+/// The simulated cluster's shape: `HOSTS[xNICS]`.
+pub fn parse_shape(s: &str) -> Result<(usize, usize), String> {
+    let (h, n) = s.split_once(['x', 'X']).unwrap_or((s, "1"));
+    match (h.parse::<usize>(), n.parse::<usize>()) {
+        (Ok(h), Ok(n)) if h * h * n > MAX_CELLS && (2..=MAX_HOSTS).contains(&h) => Err(format!(
+            "--simulate {s}: {h} hosts x {n} NICs is more than the simulator holds ({} million matrix cells, 16 bytes each): take fewer NICs",
+            MAX_CELLS / 1_000_000
+        )),
+        (Ok(h), Ok(n)) if (2..=MAX_HOSTS).contains(&h) && (1..=16).contains(&n) => Ok((h, n)),
+        _ => Err(format!(
+            "--simulate {s}: expected HOSTS[xNICS] with 2 to {MAX_HOSTS} hosts and 1 to 16 NICs, e.g. 1000x2"
+        )),
+    }
+}
+
+impl Fault {
+    /// From `KIND:ARGS[:FACTOR]` (hosts named h0, h1, ...).
+    pub fn parse(spec: &str, hosts: usize, nics: usize) -> Result<Fault, String> {
+        let bad = |why: String| format!("--inject {spec}: {why}");
+        let parts: Vec<&str> = spec.split(':').collect();
+        let host = |s: &str| -> Result<usize, String> {
+            s.strip_prefix('h')
+                .and_then(|n| n.parse::<usize>().ok())
+                .filter(|&n| n < hosts)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "'{s}' is not a host: name one of h0 to h{}",
+                        hosts - 1
+                    ))
+                })
+        };
+        let factor = |s: &str| -> Result<f64, String> {
+            s.parse::<f64>()
+                .ok()
+                .filter(|f| *f > 0.0 && *f < 1.0)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "'{s}' is not a factor: a rate ratio between 0 and 1, e.g. 0.8"
+                    ))
+                })
+        };
+        let pair = |a: &str, b: &str| -> Result<(usize, usize), String> {
+            let (a, b) = (host(a)?, host(b)?);
+            if a == b {
+                return Err(bad("the two hosts are the same: name two".into()));
+            }
+            Ok((a, b))
+        };
+        let usage = match parts[0] {
+            "host" => "host:HOST:FACTOR, e.g. host:h17:0.8",
+            "nic" => "nic:HOST:NIC:FACTOR, e.g. nic:h17:1:0.8",
+            "link" => "link:HOST:HOST:FACTOR, e.g. link:h3:h9:0.8",
+            "direction" => "direction:FROM:TO:FACTOR, e.g. direction:h3:h9:0.8",
+            "flap" => "flap:HOST:HOST, e.g. flap:h3:h9",
+            "dead" => "dead:HOST, e.g. dead:h5",
+            "hang" => "hang:HOST, e.g. hang:h5",
+            k => {
+                return Err(bad(format!(
+                    "no fault kind '{k}': one of host, nic, link, direction, flap, dead, hang"
+                )));
+            }
+        };
+        let fault = match parts.as_slice() {
+            ["host", h, f] => Fault::Host(host(h)?, factor(f)?),
+            ["nic", h, k, f] => {
+                let k = k
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&k| k < nics)
+                    .ok_or_else(|| bad(format!("'{k}' is not a NIC: 0 to {}", nics - 1)))?;
+                Fault::Nic(host(h)?, k, factor(f)?)
+            }
+            ["link", a, b, f] => {
+                let (a, b) = pair(a, b)?;
+                Fault::Link(a.min(b), a.max(b), factor(f)?)
+            }
+            ["direction", a, b, f] => {
+                let (a, b) = pair(a, b)?;
+                Fault::Direction(a, b, factor(f)?)
+            }
+            ["flap", a, b] => {
+                let (a, b) = pair(a, b)?;
+                Fault::Flap(a.min(b), a.max(b))
+            }
+            ["dead", h] => Fault::Dead(host(h)?),
+            ["hang", h] => Fault::Hang(host(h)?),
+            _ => return Err(bad(format!("expected {usage}"))),
+        };
+        Ok(fault)
+    }
+
+    /// The same fault on other hosts: host h becomes `to[h]`.
+    pub fn moved(&self, to: &[usize]) -> Fault {
+        let a = |x: usize| to[x];
+        match *self {
+            Fault::Host(h, f) => Fault::Host(a(h), f),
+            Fault::Nic(h, k, f) => Fault::Nic(a(h), k, f),
+            Fault::Link(x, y, f) => Fault::Link(a(x).min(a(y)), a(x).max(a(y)), f),
+            Fault::Direction(x, y, f) => Fault::Direction(a(x), a(y), f),
+            Fault::Flap(x, y) => Fault::Flap(a(x).min(a(y)), a(x).max(a(y))),
+            Fault::Dead(h) => Fault::Dead(a(h)),
+            Fault::Hang(h) => Fault::Hang(a(h)),
+        }
+    }
+
+    /// Whether `v` is the verdict that names this fault rightly.
+    pub fn matches(&self, v: &Verdict, nics: usize) -> bool {
+        let host = |h: usize| v.kind == Kind::Host && v.hosts == [h];
+        match *self {
+            Fault::Host(h, _) => host(h),
+            Fault::Nic(h, k, _) if nics == 1 => {
+                host(h) || (v.kind == Kind::Nic && v.hosts == [h] && v.nic == Some(k))
+            }
+            Fault::Nic(h, k, _) => v.kind == Kind::Nic && v.hosts == [h] && v.nic == Some(k),
+            Fault::Link(a, b, _) | Fault::Flap(a, b) => v.kind == Kind::Link && v.hosts == [a, b],
+            Fault::Direction(a, b, _) => v.kind == Kind::Direction && v.hosts == [a, b],
+            Fault::Dead(h) | Fault::Hang(h) => v.kind == Kind::Lost && v.hosts == [h],
+        }
+    }
+}
+
+/// The simulated cluster: what each part's rate is.
+#[derive(Debug, Clone)]
+pub struct Truth {
+    /// Hosts.
+    pub hosts: usize,
+    /// NICs per host.
+    pub nics: usize,
+    /// The ports' rate, Gb/s.
+    pub port_gbps: f64,
+    /// Factor of each NIC's port (index nic * hosts + host).
+    port: Vec<f64>,
+    /// Factor of paths: (client, server) -> factor.
+    path: BTreeMap<(usize, usize), f64>,
+    flap: BTreeSet<(usize, usize)>,
+    dead: Vec<bool>,
+    hang: Vec<bool>,
+}
+
+impl Truth {
+    /// A healthy cluster with `faults` injected.
+    pub fn new(hosts: usize, nics: usize, port_gbps: f64, faults: &[Fault]) -> Truth {
+        let mut t = Truth {
+            hosts,
+            nics,
+            port_gbps,
+            port: vec![1.0; hosts * nics],
+            path: BTreeMap::new(),
+            flap: BTreeSet::new(),
+            dead: vec![false; hosts],
+            hang: vec![false; hosts],
+        };
+        for f in faults {
+            match *f {
+                Fault::Host(h, x) => (0..nics).for_each(|k| t.port[k * hosts + h] *= x),
+                Fault::Nic(h, k, x) => t.port[k * hosts + h] *= x,
+                Fault::Link(a, b, x) => {
+                    *t.path.entry((a, b)).or_insert(1.0) *= x;
+                    *t.path.entry((b, a)).or_insert(1.0) *= x;
+                }
+                Fault::Direction(a, b, x) => *t.path.entry((a, b)).or_insert(1.0) *= x,
+                Fault::Flap(a, b) => {
+                    t.flap.insert((a, b));
+                }
+                Fault::Dead(h) => t.dead[h] = true,
+                Fault::Hang(h) => t.hang[h] = true,
+            }
+        }
+        t
+    }
+
+    /// One measured flow client -> server on `nic`, scaled to the port
+    /// (the flow's rate times the flows sharing the port): a slow port caps
+    /// every flow through it (the slower end wins), a slow path scales its
+    /// flow's rate (loss or retransmissions: see the docs on capacity cuts).
+    fn measure(&self, nic: usize, c: usize, s: usize, sigma: f64, rng: &mut Rng) -> f64 {
+        let h = self.hosts;
+        let mut f = self.port[nic * h + c].min(self.port[nic * h + s]);
+        f *= self.path.get(&(c, s)).copied().unwrap_or(1.0);
+        if self.flap.contains(&(c.min(s), c.max(s))) {
+            f *= 0.2 + 0.6 * rng.unit();
+        }
+        self.port_gbps * f * (1.0 + sigma * rng.normal()).max(0.0)
+    }
+}
+
+/// What one simulated job found.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The final verdicts.
+    pub diagnosis: Diagnosis,
+    /// Verdicts before the retest.
+    pub suspects: usize,
+    /// Retest rounds run and pairs measured in them.
+    pub retest_rounds: usize,
+    /// Pairs measured in the retest rounds.
+    pub retest_pairs: usize,
+    /// Suspects the allowed retest rounds could not hold.
+    pub not_retested: usize,
+    /// The simulated job's wall time (a hang costs one run deadline).
+    pub wall_s: f64,
+    /// The measurements, one per NIC.
+    pub rails: Vec<Rail>,
+}
+
+/// The measurements of one simulated job as they accumulate.
+struct Job<'t> {
+    t: &'t Truth,
+    rails: Vec<Rail>,
+    lost: Vec<(usize, String)>,
+    is_lost: Vec<bool>,
+    deadline: f64,
+    rng: Rng,
+}
+
+impl Job<'_> {
+    /// Runs one directed flow on every NIC (into the first pass, or as a
+    /// retest), or marks a dead or hung host lost. Returns whether the run
+    /// hung (the round then lasts until the deadline).
+    fn flow(&mut self, (c, s): (usize, usize), sigma: f64, retest: bool) -> bool {
+        if self.is_lost[c] || self.is_lost[s] {
+            return false;
+        }
+        for h in [c, s] {
+            let why = if self.t.dead[h] {
+                "its runs failed at once: the process is gone (dead)".to_owned()
+            } else if self.t.hang[h] {
+                format!(
+                    "no answer within the run's deadline of {:.0} s (hung); the job went on without it",
+                    self.deadline
+                )
+            } else {
+                continue;
+            };
+            self.is_lost[h] = true;
+            self.lost.push((h, why));
+            return self.t.hang[h];
+        }
+        for (k, rail) in self.rails.iter_mut().enumerate() {
+            let v = self.t.measure(k, c, s, sigma, &mut self.rng);
+            if retest {
+                rail.extra.entry((c, s)).or_default().push(v);
+            } else {
+                rail.gbps[c][s] = Some(v);
+            }
+        }
+        false
+    }
+}
+
+/// The retest requests from the first verdicts: a suspect host meets two
+/// good hosts; a suspect pair is measured again and each end meets a good host.
+fn requests(d: &Diagnosis) -> Vec<(usize, Option<usize>)> {
+    let mut req = Vec::new();
+    for v in &d.verdicts {
+        match v.kind {
+            Kind::Host | Kind::Nic => req.extend([(v.hosts[0], None), (v.hosts[0], None)]),
+            Kind::Link | Kind::Direction => {
+                let (a, b) = (v.hosts[0], v.hosts[1]);
+                req.extend([(a, Some(b)), (a, None), (b, None)]);
+            }
+            Kind::Lost => {}
+        }
+    }
+    req
+}
+
+/// Simulates one job: the plan's rounds, the first diagnosis, the retest
+/// rounds with good hosts, the final diagnosis.
+pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Outcome {
+    let n = t.hosts;
+    let mut job = Job {
+        t,
+        rails: (0..t.nics).map(|_| Rail::new(n)).collect(),
+        lost: Vec::new(),
+        is_lost: vec![false; n],
+        deadline: m.deadline_s(plan.run_s),
+        rng: Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5EED),
+    };
+    let sigma = m.sigma(plan.partners, plan.run_s);
+    let mut wall = 0.0;
+    for r in 0..plan.rounds {
+        wall += m.round_s(plan.run_s);
+        let mut hung = false;
+        for flow in plan.round(r) {
+            hung |= job.flow(flow, sigma, false);
+        }
+        if hung {
+            wall += job.deadline - plan.run_s;
+        }
+    }
+    let judge = |job: &Job| {
+        diagnose::diagnose(&Input {
+            names,
+            rails: &job.rails,
+            lost: &job.lost,
+            port_gbps: Some(t.port_gbps),
+            fail_below: 0.9,
+        })
+    };
+    let first = judge(&job);
+    let suspects = first
+        .verdicts
+        .iter()
+        .filter(|v| v.kind != Kind::Lost)
+        .count();
+    let blamed: BTreeSet<usize> = first
+        .verdicts
+        .iter()
+        .flat_map(|v| v.hosts.iter().copied())
+        .collect();
+    let good: Vec<usize> = (0..n)
+        .filter(|h| !blamed.contains(h) && !job.is_lost[*h])
+        .collect();
+    let (rounds, left) = schedule::retest_pairs(&requests(&first), &good, n, plan.retest_rounds);
+    // Retests run one partner per host: the suspect's flow alone on its port.
+    let sigma1 = m.sigma(1, plan.run_s);
+    let mut pairs = 0;
+    for round in &rounds {
+        wall += m.round_s(plan.run_s);
+        for &(a, b) in round {
+            pairs += 1;
+            job.flow((a, b), sigma1, true);
+            job.flow((b, a), sigma1, true);
+        }
+    }
+    let diagnosis = if rounds.is_empty() {
+        first
+    } else {
+        judge(&job)
+    };
+    Outcome {
+        diagnosis,
+        suspects,
+        retest_rounds: rounds.len(),
+        retest_pairs: pairs,
+        not_retested: left.len(),
+        wall_s: wall,
+        rails: job.rails,
+    }
+}
+
+/// Injected faults against the verdicts: for each fault the verdict that
+/// names it (if any), and the verdicts no fault explains.
+pub fn score(
+    faults: &[Fault],
+    verdicts: &[Verdict],
+    nics: usize,
+) -> (Vec<Option<usize>>, Vec<usize>) {
+    let found: Vec<Option<usize>> = faults
+        .iter()
+        .map(|f| verdicts.iter().position(|v| f.matches(v, nics)))
+        .collect();
+    let false_ones = (0..verdicts.len())
+        .filter(|&i| !faults.iter().any(|f| f.matches(&verdicts[i], nics)))
+        .collect();
+    (found, false_ones)
+}
+
+/// Everything a simulation command needs, checked.
+struct Setup {
+    hosts: usize,
+    nics: usize,
+    specs: Vec<String>,
+    faults: Vec<Fault>,
+    plan: Plan,
+    model: Model,
+}
+
+fn setup(a: &SimArgs) -> Result<Setup, String> {
+    let shape = a.simulate.as_deref().unwrap_or("");
+    let (hosts, nics) = parse_shape(shape)?;
+    let faults = a
+        .inject
+        .iter()
+        .map(|s| Fault::parse(s, hosts, nics))
+        .collect::<Result<Vec<_>, _>>()?;
+    let model = Model {
+        noise: a.noise,
+        ..Model::default()
+    };
+    let plan = schedule::choose(hosts, a.budget.map(|m| m * 60.0), &model, a.seed)?;
+    Ok(Setup {
+        hosts,
+        nics,
+        specs: a.inject.clone(),
+        faults,
+        plan,
+        model,
+    })
+}
+
+/// One simulated cluster's line of the summary.
+struct ClusterResult {
+    seed: u64,
+    outcome: Outcome,
+    found: Vec<Option<usize>>,
+    false_ones: Vec<usize>,
+    elapsed_s: f64,
+}
+
+impl ClusterResult {
+    fn exact(&self) -> bool {
+        self.found.iter().all(Option::is_some) && self.false_ones.is_empty()
+    }
+}
+
+/// `erdma-cluster --simulate`: prints the report to `out`; returns the exit
+/// status ([`EXIT_MATCH`], [`EXIT_MISMATCH`], usage 3, output 4).
+pub fn main(
+    a: &SimArgs,
+    json_out: bool,
+    out_dir: Option<&std::path::Path>,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> i32 {
+    let s = match setup(a) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "erdma-cluster: {e}");
+            return super::EXIT_USAGE;
+        }
+    };
+    let names: Vec<String> = (0..s.hosts).map(|i| format!("h{i}")).collect();
+    let results: Vec<ClusterResult> = (0..u64::from(a.clusters))
+        .map(|i| {
+            let t0 = Instant::now();
+            let seed = a.seed.wrapping_add(i);
+            let plan = Plan {
+                seed,
+                ..s.plan.clone()
+            };
+            let faults: Vec<Fault> = if a.shuffle {
+                let mut to: Vec<usize> = (0..s.hosts).collect();
+                Rng::new(seed ^ 0x0053_4855_4646_4C45).shuffle(&mut to);
+                s.faults.iter().map(|f| f.moved(&to)).collect()
+            } else {
+                s.faults.clone()
+            };
+            let truth = Truth::new(s.hosts, s.nics, a.port_gbps, &faults);
+            let mut outcome = run(&truth, &plan, &s.model, &names, seed);
+            if i > 0 || !a.documents {
+                // 16 MB per NIC at 1000 hosts: kept for --documents only.
+                outcome.rails = Vec::new();
+            }
+            let (found, false_ones) = score(&faults, &outcome.diagnosis.verdicts, s.nics);
+            ClusterResult {
+                seed,
+                outcome,
+                found,
+                false_ones,
+                elapsed_s: t0.elapsed().as_secs_f64(),
+            }
+        })
+        .collect();
+    let gathered = match (a.documents, results[0].outcome.rails.first()) {
+        (true, Some(rail)) => match gather(&names, rail, out_dir) {
+            Ok(g) => Some(g),
+            Err(e) => {
+                let _ = writeln!(err, "erdma-cluster: {e}");
+                return super::EXIT_OUTPUT;
+            }
+        },
+        _ => None,
+    };
+    let text = if json_out {
+        let mut doc = render_json(a, &s, &names, &results);
+        if let Some(g) = &gathered {
+            doc["documents"] = g.to_json();
+        }
+        format!("{doc}\n")
+    } else {
+        let mut t = render_text(a, &s, &names, &results);
+        if let Some(g) = &gathered {
+            t.push_str(&g.to_text());
+        }
+        t
+    };
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        let _ = writeln!(
+            err,
+            "erdma-cluster: writing the report failed: {e}: check where stdout goes"
+        );
+        return super::EXIT_OUTPUT;
+    }
+    if results.iter().all(ClusterResult::exact) {
+        EXIT_MATCH
+    } else {
+        EXIT_MISMATCH
+    }
+}
+
+/// Rank 0's share of a real job of this size (`--documents`).
+struct Gathered {
+    documents: usize,
+    document_bytes: usize,
+    gathered_bytes: usize,
+    json_bytes: usize,
+    text_bytes: usize,
+    report_s: f64,
+    written: bool,
+}
+
+impl Gathered {
+    fn to_json(&self) -> Value {
+        json!({"documents": self.documents, "document_bytes": self.document_bytes,
+               "gathered_bytes": self.gathered_bytes, "json_bytes": self.json_bytes,
+               "text_bytes": self.text_bytes, "report_s": self.report_s, "written": self.written})
+    }
+
+    fn to_text(&self) -> String {
+        let mib = |b: usize| b as f64 / (1024.0 * 1024.0);
+        format!(
+            "# rank 0's report of {} erdma-doctor documents ({:.1} KiB each, {:.1} MiB gathered) and the NIC 0 matrix: \
+             parsed, grouped, judged and rendered{} in {:.2} s (JSON {:.1} MiB, text {:.1} MiB)\n",
+            self.documents,
+            self.document_bytes as f64 / 1024.0,
+            mib(self.gathered_bytes),
+            if self.written {
+                " and written under --out"
+            } else {
+                ""
+            },
+            self.report_s,
+            mib(self.json_bytes),
+            mib(self.text_bytes)
+        )
+    }
+}
+
+/// Times what rank 0 does with the gathered documents in a real job of
+/// `names.len()` hosts: this host's erdma-doctor document (real size) once
+/// per host under its simulated name, parsed, grouped across hosts, the
+/// matrix of `rail` judged, the JSON and text reports rendered, and written
+/// under `out_dir` when given.
+fn gather(
+    names: &[String],
+    rail: &Rail,
+    out_dir: Option<&std::path::Path>,
+) -> Result<Gathered, String> {
+    use crate::meta::RunMeta;
+    let host = crate::doctor::system::SystemHost::new();
+    let report = crate::doctor::evaluate(&host, &[]);
+    let mut doc = crate::doctor::render_json(&RunMeta::now("erdma-doctor"), &report);
+    let raw: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| {
+            doc["host"] = json!(n);
+            doc.to_string().into_bytes()
+        })
+        .collect();
+    let t0 = Instant::now();
+    let reports = super::parse_reports(&raw)?;
+    let problems = super::grouped_problems(&reports);
+    let across = super::cross_checks(&reports);
+    let m = super::Matrix {
+        test: "write_bw".into(),
+        gbps: rail.gbps.clone(),
+        runs: Vec::new(),
+    };
+    let stages = super::Stages {
+        pairs: Some(&m),
+        baseline: None,
+    };
+    let meta = RunMeta::now("erdma-cluster");
+    let whole = super::render_json(&meta, &reports, &problems, &across, &stages);
+    let json_bytes = whole.to_string().len();
+    let text_bytes = super::render_text(&meta, &reports, &problems, &across, &stages).len();
+    if let Some(dir) = out_dir {
+        super::write_out(dir, &reports, Some(&m), &whole)?;
+    }
+    Ok(Gathered {
+        documents: raw.len(),
+        document_bytes: raw.first().map_or(0, Vec::len),
+        gathered_bytes: raw.iter().map(Vec::len).sum(),
+        json_bytes,
+        text_bytes,
+        report_s: t0.elapsed().as_secs_f64(),
+        written: out_dir.is_some(),
+    })
+}
+
+fn verdict_line(v: &Verdict, names: &[String]) -> String {
+    let hosts: Vec<&str> = v.hosts.iter().map(|&h| names[h].as_str()).collect();
+    let nic = v.nic.map_or_else(String::new, |k| format!(" NIC {k}"));
+    format!("{} {}{nic}", v.kind.as_str(), hosts.join(" "))
+}
+
+fn render_text(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResult]) -> String {
+    let r0 = &results[0];
+    let mut t = format!(
+        "# erdma-cluster --simulate {}: {} simulated hosts (h0 ... h{}), {} NIC{} each, port {:.0} Gb/s, noise +-{:.1}%, seed {}\n",
+        a.simulate.as_deref().unwrap_or(""),
+        s.hosts,
+        s.hosts - 1,
+        s.nics,
+        if s.nics == 1 { "" } else { "s" },
+        a.port_gbps,
+        100.0 * s.model.noise,
+        a.seed
+    );
+    if a.shuffle {
+        t.push_str("# --shuffle: each cluster puts the faults on hosts of its own draw (hK of a spec: the K-th host drawn)\n");
+    }
+    let budget = a
+        .budget
+        .map_or_else(String::new, |b| format!(" (--budget {b} min)"));
+    t.push_str(&format!(
+        "# schedule{budget}: {}\n",
+        s.plan.describe(&s.model)
+    ));
+    if !s.plan.finds_capacity_cuts() {
+        t.push_str("# note: several flows share each port: a link whose capacity is cut shows only under its share (docs/cluster-diagnosis.md)\n");
+    }
+    let o = &r0.outcome;
+    t.push_str(&format!(
+        "# first pass: {} suspect{}; retest: {} round{}, {} pair{} with good hosts{}\n",
+        o.suspects,
+        if o.suspects == 1 { "" } else { "s" },
+        o.retest_rounds,
+        if o.retest_rounds == 1 { "" } else { "s" },
+        o.retest_pairs,
+        if o.retest_pairs == 1 { "" } else { "s" },
+        if o.not_retested > 0 {
+            format!(", {} request(s) did not fit", o.not_retested)
+        } else {
+            String::new()
+        }
+    ));
+    t.push_str(&diagnose::render_text(&o.diagnosis, names));
+    t.push_str("# injected against found\n");
+    for (spec, v) in s.specs.iter().zip(&r0.found) {
+        match v {
+            Some(i) => t.push_str(&format!(
+                "found   {spec}: {}\n",
+                verdict_line(&o.diagnosis.verdicts[*i], names)
+            )),
+            None => t.push_str(&format!("missed  {spec}\n")),
+        }
+    }
+    for &i in &r0.false_ones {
+        t.push_str(&format!(
+            "false   {}\n",
+            verdict_line(&o.diagnosis.verdicts[i], names)
+        ));
+    }
+    let found = r0.found.iter().filter(|f| f.is_some()).count();
+    t.push_str(&format!(
+        "# result: {found} of {} injected faults found and classified right, {} false verdict{}; simulated wall {:.0} s (predicted {:.0} s; a hang costs one run deadline), simulated in {:.2} s\n",
+        s.faults.len(),
+        r0.false_ones.len(),
+        if r0.false_ones.len() == 1 { "" } else { "s" },
+        o.wall_s,
+        s.plan.predicted_wall_s(&s.model),
+        r0.elapsed_s
+    ));
+    if results.len() > 1 {
+        t.push_str(&summary_text(results, s.faults.len()));
+    }
+    t
+}
+
+fn summary_text(results: &[ClusterResult], faults: usize) -> String {
+    let exact = results.iter().filter(|r| r.exact()).count();
+    let missed: usize = results
+        .iter()
+        .map(|r| r.found.iter().filter(|f| f.is_none()).count())
+        .sum();
+    let false_ones: usize = results.iter().map(|r| r.false_ones.len()).sum();
+    let worst = results.iter().map(|r| r.elapsed_s).fold(0.0, f64::max);
+    let mut t = format!(
+        "# {} clusters (seeds {} ... {}): {exact} exact; {missed} of {} injected faults missed, {false_ones} false verdicts in all; slowest cluster simulated in {worst:.2} s\n",
+        results.len(),
+        results[0].seed,
+        results[results.len() - 1].seed,
+        faults * results.len()
+    );
+    for r in results.iter().filter(|r| !r.exact()) {
+        t.push_str(&format!(
+            "seed {}: {} missed, {} false\n",
+            r.seed,
+            r.found.iter().filter(|f| f.is_none()).count(),
+            r.false_ones.len()
+        ));
+    }
+    t
+}
+
+fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResult]) -> Value {
+    let r0 = &results[0];
+    let o = &r0.outcome;
+    let injected: Vec<Value> = s
+        .specs
+        .iter()
+        .zip(&r0.found)
+        .map(|(spec, v)| json!({"spec": spec, "found": v.is_some(), "verdict": v}))
+        .collect();
+    let exact = results.iter().filter(|r| r.exact()).count();
+    let clusters: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            json!({"seed": r.seed, "missed": r.found.iter().filter(|f| f.is_none()).count(),
+                   "suspects": r.outcome.suspects,
+                   "false_verdicts": r.false_ones.len(), "wall_s": r.outcome.wall_s,
+                   "elapsed_s": r.elapsed_s})
+        })
+        .collect();
+    json!({
+        "tool": "erdma-cluster",
+        "version": env!("CARGO_PKG_VERSION"),
+        "simulate": {"hosts": s.hosts, "nics": s.nics, "port_gbps": a.port_gbps, "noise": s.model.noise,
+                     "seed": a.seed, "inject": s.specs, "budget_min": a.budget, "shuffle": a.shuffle},
+        "schedule": {"pattern": s.plan.pattern.as_str(), "partners": s.plan.partners,
+                     "run_s": s.plan.run_s, "rounds": s.plan.rounds, "retest_rounds_max": s.plan.retest_rounds,
+                     "overhead_s": s.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
+                     "describe": s.plan.describe(&s.model)},
+        "predicted_wall_s": s.plan.predicted_wall_s(&s.model),
+        "simulated_wall_s": o.wall_s,
+        "retest": {"suspects": o.suspects, "rounds": o.retest_rounds, "pairs": o.retest_pairs,
+                   "not_retested": o.not_retested},
+        "verdicts": diagnose::to_json(&o.diagnosis, names),
+        "notes": o.diagnosis.notes,
+        "injected": injected,
+        "false_verdicts": r0.false_ones.iter().map(|&i| o.diagnosis.verdicts[i].to_json(names)).collect::<Vec<_>>(),
+        "clusters": clusters,
+        "summary": {"clusters": results.len(), "exact": exact,
+                    "missed": results.iter().map(|r| r.found.iter().filter(|f| f.is_none()).count()).sum::<usize>(),
+                    "false_verdicts": results.iter().map(|r| r.false_ones.len()).sum::<usize>(),
+                    "suspects": results.iter().map(|r| r.outcome.suspects).sum::<usize>()},
+        "status": if results.iter().all(ClusterResult::exact) { "ok" } else { "fail" },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_bad_ones_say_why() {
+        assert_eq!(
+            Fault::parse("host:h17:0.8", 20, 2),
+            Ok(Fault::Host(17, 0.8))
+        );
+        assert_eq!(
+            Fault::parse("nic:h1:1:0.5", 20, 2),
+            Ok(Fault::Nic(1, 1, 0.5))
+        );
+        assert_eq!(
+            Fault::parse("link:h9:h3:0.8", 20, 2),
+            Ok(Fault::Link(3, 9, 0.8))
+        );
+        assert_eq!(
+            Fault::parse("direction:h9:h3:0.8", 20, 2),
+            Ok(Fault::Direction(9, 3, 0.8))
+        );
+        assert_eq!(Fault::parse("flap:h3:h9", 20, 2), Ok(Fault::Flap(3, 9)));
+        assert_eq!(Fault::parse("dead:h5", 20, 2), Ok(Fault::Dead(5)));
+        assert_eq!(Fault::parse("hang:h5", 20, 2), Ok(Fault::Hang(5)));
+        for (spec, says) in [
+            ("host:h20:0.8", "name one of h0 to h19"),
+            ("host:h1:1.5", "not a factor"),
+            ("nic:h1:2:0.8", "0 to 1"),
+            ("link:h1:h1:0.8", "the same"),
+            ("link:h1:0.8", "expected link:HOST:HOST:FACTOR"),
+            ("slow:h1", "no fault kind 'slow'"),
+        ] {
+            let e = Fault::parse(spec, 20, 2).unwrap_err();
+            assert!(
+                e.starts_with(&format!("--inject {spec}: ")) && e.contains(says),
+                "{e}"
+            );
+        }
+        let to = [3, 0, 1, 2];
+        assert_eq!(Fault::Link(0, 2, 0.8).moved(&to), Fault::Link(1, 3, 0.8));
+        assert_eq!(
+            Fault::Direction(0, 2, 0.8).moved(&to),
+            Fault::Direction(3, 1, 0.8)
+        );
+        assert_eq!(Fault::Nic(1, 1, 0.8).moved(&to), Fault::Nic(0, 1, 0.8));
+        assert_eq!(parse_shape("1000x2"), Ok((1000, 2)));
+        assert_eq!(parse_shape("16"), Ok((16, 1)));
+        assert!(parse_shape("1x2").is_err() && parse_shape("ax2").is_err());
+        assert_eq!(parse_shape("4096x4"), Ok((4096, 4)));
+        assert!(
+            parse_shape("4096x5")
+                .unwrap_err()
+                .contains("take fewer NICs")
+        );
+        assert!(parse_shape("5000").unwrap_err().contains("2 to 4096 hosts"));
+        assert_eq!(fraction("3%"), Ok(0.03));
+        assert_eq!(fraction("0.05"), Ok(0.05));
+        assert!(fraction("80%").is_err());
+    }
+
+    #[test]
+    fn every_fault_kind_is_found_at_64_hosts() {
+        let specs = [
+            "host:h17:0.8",
+            "nic:h42:1:0.8",
+            "link:h3:h9:0.8",
+            "direction:h30:h20:0.8",
+            "flap:h50:h51",
+            "dead:h5",
+            "hang:h6",
+        ];
+        let faults: Vec<Fault> = specs
+            .iter()
+            .map(|s| Fault::parse(s, 64, 2).unwrap())
+            .collect();
+        let t = Truth::new(64, 2, 100.0, &faults);
+        let m = Model::default();
+        let plan = schedule::choose(64, None, &m, 1).unwrap();
+        let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
+        for seed in 0..3 {
+            let o = run(&t, &plan, &m, &names, seed);
+            let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, 2);
+            assert!(
+                found.iter().all(Option::is_some),
+                "seed {seed}: {found:?}\n{}",
+                diagnose::render_text(&o.diagnosis, &names)
+            );
+            assert!(
+                false_ones.is_empty(),
+                "{}",
+                diagnose::render_text(&o.diagnosis, &names)
+            );
+            assert!(o.retest_rounds >= 2 && o.not_retested == 0);
+            // The hang cost one deadline.
+            assert!(
+                o.wall_s
+                    > plan.predicted_wall_s(&m) - plan.retest_rounds as f64 * m.round_s(plan.run_s)
+            );
+        }
+    }
+}
