@@ -578,10 +578,24 @@ pub fn pair_verdicts(
     if m.gbps.len() != n {
         return None;
     }
-    let mut rail = diagnose::Rail {
-        gbps: m.gbps.clone(),
-        ..Default::default()
-    };
+    // Every rail is judged (a NIC fault shows on its rail only); rail 0
+    // alone has a baseline (perf-A-B.json).
+    let mut rails: Vec<diagnose::Rail> = m
+        .rails
+        .iter()
+        .filter(|r| r.gbps.len() == n)
+        .map(|r| diagnose::Rail {
+            gbps: r.gbps.clone(),
+            ..Default::default()
+        })
+        .collect();
+    if rails.is_empty() {
+        rails.push(diagnose::Rail {
+            gbps: m.gbps.clone(),
+            ..Default::default()
+        });
+    }
+    let rail = &mut rails[0];
     if let Some(c) = stages.baseline {
         let labels = safe_labels(reports);
         let at = |l: &str| labels.iter().position(|x| x == l);
@@ -595,7 +609,7 @@ pub fn pair_verdicts(
     }
     let d = diagnose::diagnose(&diagnose::Input {
         names: &names,
-        rails: std::slice::from_ref(&rail),
+        rails: &rails,
         lost: &[],
         port_gbps: None,
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),

@@ -664,11 +664,14 @@ fn gather(
     let m = super::Matrix {
         test: "write_bw".into(),
         gbps: rail.gbps.clone(),
+        rails: Vec::new(),
         runs: Vec::new(),
     };
     let stages = super::Stages {
         pairs: Some(&m),
         baseline: None,
+        nccl: None,
+        traffic: None,
     };
     let meta = RunMeta::now("erdma-cluster");
     let whole = super::render_json(&meta, &reports, &problems, &across, &stages);

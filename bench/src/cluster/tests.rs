@@ -259,11 +259,12 @@ fn pair_matrix_verdicts_in_the_reports() {
     let m = Matrix {
         test: "write_bw".into(),
         gbps,
+        rails: Vec::new(),
         runs: Vec::new(),
     };
     let stages = Stages {
         pairs: Some(&m),
-        baseline: None,
+        ..Default::default()
     };
     let v = render_json(&meta("a"), &reports, &[], &[], &stages);
     let verdicts = v["verdicts"].as_array().unwrap();
@@ -278,4 +279,52 @@ fn pair_matrix_verdicts_in_the_reports() {
     // Without the pair stage: no verdicts key.
     let none = render_json(&meta("a"), &reports, &[], &[], &Stages::default());
     assert!(none.get("verdicts").is_none());
+}
+
+#[test]
+fn every_rail_is_judged_and_a_slow_nic_is_named_with_its_index() {
+    let hosts = ["a", "b", "c", "d", "e", "f"];
+    let raw: Vec<Vec<u8>> = hosts.iter().map(|h| doc(h, &good())).collect();
+    let reports = parse_reports(&raw).unwrap();
+    let full = |v: f64| {
+        let mut g = vec![vec![Some(v); 6]; 6];
+        for (i, row) in g.iter_mut().enumerate() {
+            row[i] = None;
+        }
+        g
+    };
+    let rail0 = full(20.0);
+    let mut rail1 = full(20.0);
+    // Host c's second NIC is slow both ways, against every partner.
+    for (j, row) in rail1.iter_mut().enumerate() {
+        if j != 2 {
+            row[2] = Some(14.0);
+        }
+    }
+    for (j, cell) in rail1[2].iter_mut().enumerate() {
+        if j != 2 {
+            *cell = Some(14.0);
+        }
+    }
+    let rail = |k: usize, gbps: Vec<Vec<Option<f64>>>| pairs::Rail {
+        rail: k,
+        devices: vec![Some(format!("rxe{k}")); 6],
+        gbps,
+    };
+    let m = Matrix {
+        test: "write_bw".into(),
+        gbps: rail0.clone(),
+        rails: vec![rail(0, rail0), rail(1, rail1)],
+        runs: Vec::new(),
+    };
+    let stages = Stages {
+        pairs: Some(&m),
+        ..Default::default()
+    };
+    let v = render_json(&meta("a"), &reports, &[], &[], &stages);
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 1, "{v}");
+    assert_eq!(verdicts[0]["kind"], "nic", "{v}");
+    assert_eq!(verdicts[0]["nic"], 1, "{v}");
+    assert_eq!(verdicts[0]["hosts"], serde_json::json!(["c"]));
 }
