@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
-use serde_json::Value;
-
 /// One Slurm at a time: the daemons listen on fixed ports.
 static SLURM: Mutex<()> = Mutex::new(());
 
@@ -176,7 +174,7 @@ fn srun_pmix_starts_erdma_cluster() {
     let bin = env!("CARGO_BIN_EXE_erdma-cluster");
     let out = slurm.srun(&["--mpi=pmix", "-N1", "-n2", bin, "--json"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "srun erdma-cluster --json ({}): not one JSON document ({e}):\n{}\n{stderr}",
             out.status,
@@ -196,4 +194,34 @@ fn srun_pmix_starts_erdma_cluster() {
     for h in hosts {
         assert_eq!(h["host"].as_str(), Some(me.trim()), "{h}");
     }
+}
+
+/// The build without MPI has no multi-rank path: under `srun -n2` it
+/// refuses (exit 3, one line from rank 0) rather than print two clusters
+/// of one.
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn srun_refuses_erdma_cluster_without_mpi() {
+    let _one = SLURM.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(slurm) = start("srun_refuses_erdma_cluster_without_mpi") else {
+        return;
+    };
+    let out = slurm.srun(&["-N1", "-n2", env!("CARGO_BIN_EXE_erdma-cluster"), "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let ours: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("erdma-cluster:"))
+        .collect();
+    assert_eq!(ours.len(), 1, "{stderr}");
+    assert!(
+        ours[0].contains("2 tasks (Slurm)") && ours[0].contains("srun --mpi=pmix"),
+        "{stderr}"
+    );
+    // srun reports the tasks' exit status.
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
 }
