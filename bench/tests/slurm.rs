@@ -55,7 +55,8 @@ fn start(test: &str) -> Option<Slurm> {
         return None;
     }
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("slurm-{test}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    // Daemons left by a killed run of this test would hold the ports.
+    let _ = Command::new(scripts().join("stop.sh")).arg(&dir).status();
     let out = Command::new("timeout")
         .arg("60")
         .arg(scripts().join("start.sh"))
