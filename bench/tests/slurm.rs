@@ -125,11 +125,10 @@ fn srun_starts_the_collectives_without_mpi() {
     let Some(slurm) = start("srun_starts_the_collectives_without_mpi") else {
         return;
     };
-    let bin = env!("CARGO_BIN_EXE_all_reduce_perf");
     let out = slurm.srun(&[
         "-N1",
         "-n2",
-        bin,
+        PERF,
         "--backend",
         "host",
         "-b",
@@ -141,6 +140,15 @@ fn srun_starts_the_collectives_without_mpi() {
         "-c",
         "1",
     ]);
+    assert_two_ranks_right(&out, "TCP bootstrap");
+}
+
+/// all_reduce_perf's binary.
+const PERF: &str = env!("CARGO_BIN_EXE_all_reduce_perf");
+
+/// srun's output of `all_reduce_perf -b 8 -e 1M -f 4 -c 1`: success, ranks
+/// 0 and 1 (their device lines containing `marker`), no third, 9 sizes, 0 wrong.
+fn assert_two_ranks_right(out: &Output, marker: &str) {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let all = format!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(
@@ -150,8 +158,9 @@ fn srun_starts_the_collectives_without_mpi() {
     );
     for r in 0..2 {
         assert!(
-            all.contains(&format!("Rank  {r} Group  0")) && all.contains("TCP bootstrap"),
-            "rank {r} missing or not on the TCP rendezvous:\n{all}"
+            all.lines()
+                .any(|l| l.contains(&format!("Rank  {r} Group  0")) && l.contains(marker)),
+            "rank {r} missing or without '{marker}':\n{all}"
         );
     }
     assert!(!all.contains("Rank  2 "), "more than 2 ranks:\n{all}");
@@ -163,6 +172,33 @@ fn srun_starts_the_collectives_without_mpi() {
         "wrong values:\n{stdout}"
     );
     assert!(stdout.contains("Out of bounds values : 0 OK"), "{stdout}");
+}
+
+/// With MPI through Slurm's PMIx, the MPI backend (and bootstrap).
+#[cfg(feature = "mpi")]
+#[test]
+fn srun_pmix_starts_the_collectives_with_mpi() {
+    let _one = SLURM.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(slurm) = start("srun_pmix_starts_the_collectives_with_mpi") else {
+        return;
+    };
+    let out = slurm.srun(&[
+        "--mpi=pmix",
+        "-N1",
+        "-n2",
+        PERF,
+        "--backend",
+        "mpi",
+        "-b",
+        "8",
+        "-e",
+        "1M",
+        "-f",
+        "4",
+        "-c",
+        "1",
+    ]);
+    assert_two_ranks_right(&out, "mpi backend");
 }
 
 #[cfg(feature = "mpi")]
