@@ -23,7 +23,8 @@ PKGS=(build-essential pkg-config git curl ca-certificates
       rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest rdmacm-utils
       libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv jq
       chromium             # bench/tests/report_html_chromium.rs: report.html rendered
-      buildah debootstrap)   # scripts/container-check.sh: the Dockerfile built without a daemon
+      buildah debootstrap    # scripts/container-check.sh: the Dockerfile built without a daemon
+      slurm-wlm)             # bench/tests/slurm.rs: srun under a single-node Slurm (scripts/slurm/)
 
 SUDO=
 [[ $(id -u) == 0 ]] || SUDO=sudo

@@ -33,6 +33,8 @@ export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 # setup.sh installs chromium: the report.html screenshot test must run, not skip.
 export ERDMA_REQUIRE_CHROMIUM=1
+# setup.sh installs slurm-wlm: bench/tests/slurm.rs must start a Slurm, not skip.
+export ERDMA_REQUIRE_SLURM=1
 
 # NVRTC and headers fetched by setup.sh: the -D kernels' compile test needs them.
 CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}

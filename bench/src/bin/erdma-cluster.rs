@@ -369,11 +369,31 @@ fn run() -> i32 {
     std::process::exit(code);
 }
 
+/// Built without MPI there is no multi-rank path: N tasks of a launcher
+/// (srun, mpirun, torchrun) would each print a cluster of one, so they are
+/// refused (exit 3), rank 0 saying how to launch instead.
+#[cfg(not(feature = "mpi"))]
+fn refuse_several_tasks() {
+    use erdma_bench::nccltests::bootstrap::env;
+    if let Some(Ok(e)) = env::detect()
+        && e.size > 1
+    {
+        if e.rank == 0 {
+            eprintln!(
+                "erdma-cluster: started as {} tasks ({}), but this build has no MPI and checks one host per process: build it with the default features and launch with mpirun or srun --mpi=pmix",
+                e.size, e.source
+            );
+        }
+        std::process::exit(cluster::EXIT_USAGE);
+    }
+}
+
 #[cfg(not(feature = "mpi"))]
 fn run() -> i32 {
     if cluster::simulate::requested() {
         return simulate();
     }
+    refuse_several_tasks();
     let args = match parse(true, 1) {
         Ok(a) => a,
         Err(code) => std::process::exit(code),
