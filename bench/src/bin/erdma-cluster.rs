@@ -13,7 +13,7 @@
 #![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
-use erdma_bench::cluster::{self, Args, nccl, pairs, rounds, traffic};
+use erdma_bench::cluster::{self, Args, nccl, pairs, traffic};
 use erdma_bench::doctor::{self, system::SystemHost};
 use erdma_bench::meta::RunMeta;
 
@@ -277,7 +277,7 @@ fn pair_stage(
         .iter()
         .map(|b| pairs::parse_endpoints(&String::from_utf8_lossy(b)))
         .collect();
-    let job = rounds::job(
+    let job = cluster::rounds::job(
         hosts,
         &args.pair.pair_test,
         pairs::common_rails(&eps),
@@ -290,7 +290,7 @@ fn pair_stage(
         let all = world.all_gather(mine.to_string().as_bytes(), "gathering a pair round");
         if rank == 0 {
             if let Some(out) = &args.out
-                && let Err(e) = rounds::write(out, r, &job, &all)
+                && let Err(e) = cluster::rounds::write(out, r, &job, &all)
             {
                 // The report under the same --out then fails with exit 4.
                 eprintln!("erdma-cluster: {e}");
@@ -314,7 +314,7 @@ fn pair_stage(
             after(r, &[]);
         }
     }
-    rounds::per_rank(&done, eps.len())
+    cluster::rounds::per_rank(&done, eps.len())
 }
 
 /// With `--resume DIR`, the rounds rank 0 found there (rank 0 reads them
@@ -331,7 +331,7 @@ fn resumed(
         return Default::default();
     };
     let found = if rank == 0 {
-        rounds::read(dir, job)
+        cluster::rounds::read(dir, job)
     } else {
         Ok(Default::default())
     };
