@@ -430,6 +430,10 @@ fn a_rank_lost_mid_pairs_keeps_its_rounds_and_the_job_resumes() {
         err.contains("rank 1 lost: no answer within --timeout 45 s"),
         "{err}"
     );
+    assert!(
+        err.contains(&format!("--resume {d} continues the job")),
+        "{err}"
+    );
     assert!(t.elapsed() < Duration::from_secs(150), "{:?}", t.elapsed());
     let rounds = dir.join("rounds");
     let mut files: Vec<String> = std::fs::read_dir(&rounds)

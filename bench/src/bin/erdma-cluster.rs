@@ -248,12 +248,18 @@ mod world {
             }
             _ => format!("MPI failed while {stage}: {e}"),
         };
-        eprintln!("erdma-cluster: rank {me}: {msg}");
+        let hint = super::LOST_HINT.get().map_or("", String::as_str);
+        eprintln!("erdma-cluster: rank {me}: {msg}{hint}");
         // Give the other live ranks a moment to print theirs.
         std::thread::sleep(Duration::from_millis(500));
         std::process::exit(cluster::EXIT_LOST)
     }
 }
+
+/// What a lost rank's message adds once rounds are kept under `--out`: how
+/// to continue the job.
+#[cfg(feature = "mpi")]
+static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// The pair stage round by round: after each round every rank's runs go
 /// to rank 0, which writes them under `--out DIR/rounds/` (a job that is
@@ -285,6 +291,13 @@ fn pair_stage(
     );
     let mut done = resumed(args, rank, &job, world);
     let skip: Vec<usize> = done.keys().copied().collect();
+    if let Some(out) = args.out.as_ref().filter(|_| rank == 0) {
+        let _ = LOST_HINT.set(format!(
+            "; the pair rounds finished are kept in {}: --resume {} continues the job",
+            cluster::rounds::dir(out).display(),
+            out.display()
+        ));
+    }
     let mut after = |r: usize, runs: &[pairs::PairRun]| {
         let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
         let all = world.all_gather(mine.to_string().as_bytes(), "gathering a pair round");
