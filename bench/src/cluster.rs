@@ -27,6 +27,7 @@ pub mod diagnose;
 pub mod html;
 pub mod nccl;
 pub mod pairs;
+pub mod rounds;
 pub mod schedule;
 pub mod simulate;
 pub mod traffic;
@@ -114,6 +115,11 @@ pub struct Args {
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub timeout: u64,
+    /// Continue the interrupted job whose --out was DIR: the pair rounds
+    /// already under DIR/rounds/ are kept, not run again (the same hosts,
+    /// ranks, --pair-test and NICs, else exit 3); needs --pairs.
+    #[arg(long, value_name = "DIR", requires = "pairs")]
+    pub resume: Option<std::path::PathBuf>,
 }
 
 /// What the stages after the checks found: the pair matrix (`--pairs`) and

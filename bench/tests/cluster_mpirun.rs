@@ -398,3 +398,96 @@ fn nccl_stage_text_and_its_failures() {
         "{err}"
     );
 }
+
+/// The pair stage kept round by round: 4 ranks (3 rounds, no RDMA: every
+/// run fails at once, the rounds still happen), rank 1 stopped as round 1
+/// starts (a host hung mid-stage). The others name it lost and end with
+/// 5, round 0 kept under --out; `--resume` runs rounds 1 and 2 only, and
+/// the report has every round's runs. A resume by another job is exit 3.
+#[test]
+fn a_rank_lost_mid_pairs_keeps_its_rounds_and_the_job_resumes() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let base = [
+        "--json",
+        "--skip",
+        "gpu",
+        "--pairs",
+        "--timeout",
+        "45",
+        "--out",
+        d,
+    ];
+    let t = Instant::now();
+    let (code, _, err) = mpirun_env(4, &base, &[("ERDMA_CLUSTER_HOOK", "stop-in-round:1:1")]);
+    assert_eq!(code, Some(5), "{err}");
+    assert!(
+        err.contains("rank 1 lost: no answer within --timeout 45 s"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("--resume {d} continues the job")),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(150), "{:?}", t.elapsed());
+    let rounds = dir.join("rounds");
+    let mut files: Vec<String> = std::fs::read_dir(&rounds)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["round-000.json"], "{err}");
+    let r0: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(rounds.join(&files[0])).unwrap()).unwrap();
+    assert_eq!(r0["round"], 0);
+    assert_eq!(r0["job"]["ranks"], 4);
+    // Round 0: two pairs, both directions, both sides: 2 runs per rank.
+    let kept: Vec<usize> = r0["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().len())
+        .collect();
+    assert_eq!(kept, [2, 2, 2, 2], "{r0}");
+
+    let mut resume = base.to_vec();
+    resume.extend(["--resume", d]);
+    let (code, out, err) = mpirun(4, &resume);
+    assert_eq!(code, Some(2), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    let runs = v["pairs"]["runs"].as_array().unwrap();
+    // 3 rounds x 2 pairs x 2 directions x 2 sides, every ordered pair once
+    // as a client run.
+    assert_eq!(runs.len(), 24, "{out}");
+    let mut clients: Vec<(u64, u64)> = runs
+        .iter()
+        .filter(|r| r["role"] == "client")
+        .map(|r| (r["client"].as_u64().unwrap(), r["server"].as_u64().unwrap()))
+        .collect();
+    clients.sort();
+    clients.dedup();
+    assert_eq!(clients.len(), 12, "{clients:?}");
+    let files = std::fs::read_dir(&rounds).unwrap().count();
+    assert_eq!(files, 3, "round 0 kept, rounds 1 and 2 written");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(doc["pairs"]["runs"].as_array().unwrap().len(), 24);
+
+    // Another job (2 ranks) cannot resume these rounds.
+    let (code, _, err) = mpirun(2, &resume);
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(
+        err.matches("another job: ranks was 4 and is now 2").count(),
+        1,
+        "{err}"
+    );
+    // --resume belongs to the pair stage.
+    let (code, _, err) = mpirun(2, &["--resume", d]);
+    assert_eq!(code, Some(3), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -55,6 +55,7 @@ fn parse(speak: bool, size: usize) -> Result<Args, i32> {
 
 /// This rank's side of the pair stage, as the JSON array it sends to rank
 /// 0: `exchange` swaps the ranks' addresses, `barrier` keeps them in step.
+#[cfg(not(feature = "mpi"))]
 fn pair_runs(
     args: &Args,
     rank: usize,
@@ -247,10 +248,123 @@ mod world {
             }
             _ => format!("MPI failed while {stage}: {e}"),
         };
-        eprintln!("erdma-cluster: rank {me}: {msg}");
+        let hint = super::LOST_HINT.get().map_or("", String::as_str);
+        eprintln!("erdma-cluster: rank {me}: {msg}{hint}");
         // Give the other live ranks a moment to print theirs.
         std::thread::sleep(Duration::from_millis(500));
         std::process::exit(cluster::EXIT_LOST)
+    }
+}
+
+/// What a lost rank's message adds once rounds are kept under `--out`: how
+/// to continue the job.
+#[cfg(feature = "mpi")]
+static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The pair stage round by round: after each round every rank's runs go
+/// to rank 0, which writes them under `--out DIR/rounds/` (a job that is
+/// interrupted keeps what it measured); with `--resume` the rounds found
+/// there are skipped. Rank 0's result: every rank's runs of every round.
+#[cfg(feature = "mpi")]
+fn pair_stage(
+    args: &Args,
+    rank: usize,
+    host: &SystemHost,
+    hosts: &[String],
+    world: &world::World,
+) -> Vec<Vec<u8>> {
+    // The options were checked by parse(): only the device differs by rank.
+    let o = pairs::options(&args.pair, rank).ok();
+    let mine = o.as_ref().map_or_else(String::new, |o| {
+        pairs::local_endpoints(&args.pair, rank, o, host)
+    });
+    let eps: Vec<_> = world
+        .all_gather(mine.as_bytes(), "exchanging the pair addresses")
+        .iter()
+        .map(|b| pairs::parse_endpoints(&String::from_utf8_lossy(b)))
+        .collect();
+    let job = cluster::rounds::job(
+        hosts,
+        &args.pair.pair_test,
+        pairs::common_rails(&eps),
+        args.pair.cross_rails,
+    );
+    let mut done = resumed(args, rank, &job, world);
+    let skip: Vec<usize> = done.keys().copied().collect();
+    if let Some(out) = args.out.as_ref().filter(|_| rank == 0) {
+        let _ = LOST_HINT.set(format!(
+            "; the pair rounds finished are kept in {}: --resume {} continues the job",
+            cluster::rounds::dir(out).display(),
+            out.display()
+        ));
+    }
+    let mut after = |r: usize, runs: &[pairs::PairRun]| {
+        let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
+        let all = world.all_gather(mine.to_string().as_bytes(), "gathering a pair round");
+        if rank == 0 {
+            if let Some(out) = &args.out
+                && let Err(e) = cluster::rounds::write(out, r, &job, &all)
+            {
+                // The report under the same --out then fails with exit 4.
+                eprintln!("erdma-cluster: {e}");
+            }
+            let per: Vec<serde_json::Value> = all
+                .iter()
+                .map(|b| serde_json::from_slice(b).unwrap_or(serde_json::Value::Null))
+                .collect();
+            done.insert(r, per);
+        }
+    };
+    let mut barrier = || world.barrier("meeting between pair rounds");
+    if o.is_some() {
+        pairs::run_rounds(&args.pair, rank, &eps, &skip, &mut barrier, &mut after);
+    } else {
+        // Not reached (rank 0 checked the same options), but a rank that
+        // leaves the barriers or the rounds' gathers would hang the rest.
+        let per_round = pairs::barriers(&args.pair, &eps) / pairs::rounds(eps.len()).max(1);
+        for r in (0..pairs::rounds(eps.len())).filter(|r| !skip.contains(r)) {
+            (0..per_round).for_each(|_| barrier());
+            after(r, &[]);
+        }
+    }
+    cluster::rounds::per_rank(&done, eps.len())
+}
+
+/// With `--resume DIR`, the rounds rank 0 found there (rank 0 reads them
+/// and tells the others which to skip); a round of another job ends every
+/// rank with exit 3, rank 0 saying what differs.
+#[cfg(feature = "mpi")]
+fn resumed(
+    args: &Args,
+    rank: usize,
+    job: &serde_json::Value,
+    world: &world::World,
+) -> std::collections::BTreeMap<usize, Vec<serde_json::Value>> {
+    let Some(dir) = &args.resume else {
+        return Default::default();
+    };
+    let found = if rank == 0 {
+        cluster::rounds::read(dir, job)
+    } else {
+        Ok(Default::default())
+    };
+    let said = match &found {
+        Ok(d) => serde_json::json!(d.keys().collect::<Vec<_>>()),
+        Err(e) => {
+            let line = format!("erdma-cluster: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            serde_json::Value::Null
+        }
+    };
+    let all = world.all_gather(
+        said.to_string().as_bytes(),
+        "agreeing on the rounds to resume",
+    );
+    let skip: Option<Vec<usize>> = all.first().and_then(|b| serde_json::from_slice(b).ok());
+    match (found, skip) {
+        (Ok(d), Some(_)) if rank == 0 => d,
+        (_, Some(skip)) => skip.into_iter().map(|r| (r, Vec::new())).collect(),
+        (_, None) => std::process::exit(cluster::EXIT_USAGE),
     }
 }
 
@@ -311,19 +425,10 @@ fn run() -> i32 {
     let first = cluster::first_of_host(&hosts)[rank];
     let mut gathered = cluster::Gathered::default();
     let before = args.pair.pairs.then(|| counters(first));
-    let pair_raw = args.pair.pairs.then(|| {
-        let exchange = |mine: String| {
-            world
-                .all_gather(mine.as_bytes(), "exchanging the pair addresses")
-                .into_iter()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .collect()
-        };
-        let mine = pair_runs(&args, rank, &host, exchange, &mut || {
-            world.barrier("meeting between pair rounds")
-        });
-        world.all_gather(&mine, "gathering the pair runs")
-    });
+    let pair_raw = args
+        .pair
+        .pairs
+        .then(|| pair_stage(&args, rank, &host, &hosts, &world));
     if let Some(before) = before {
         let mine = serde_json::json!({"before": before, "after": counters(first)});
         gathered.pair_counters =

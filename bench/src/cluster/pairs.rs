@@ -366,12 +366,37 @@ pub fn run_rank(
     eps: &[Vec<Endpoint>],
     barrier: &mut dyn FnMut(),
 ) -> Vec<PairRun> {
+    let mut runs = Vec::new();
+    run_rounds(a, rank, eps, &[], barrier, &mut |_, r| {
+        runs.extend_from_slice(r)
+    });
+    runs
+}
+
+/// [`run_rank`] round by round: the rounds in `done` (measured by an
+/// earlier, interrupted job) are skipped, and `after_round` gets each
+/// other round's runs as soon as it ends (every rank calls it for every
+/// round it runs, so it may meet the others there). A skipped round still
+/// uses its ports, so that each run keeps the port it had.
+pub fn run_rounds(
+    a: &PairArgs,
+    rank: usize,
+    eps: &[Vec<Endpoint>],
+    done: &[usize],
+    barrier: &mut dyn FnMut(),
+    after_round: &mut dyn FnMut(usize, &[PairRun]),
+) {
     let size = eps.len();
     let n = size.div_ceil(2) * 2;
     let pairs = combos(common_rails(eps), a.cross_rails);
-    let mut runs = Vec::new();
     let mut port = u32::from(a.pair_port);
     for r in 0..rounds(size) {
+        if done.contains(&r) {
+            port += 2 * pairs.len() as u32;
+            continue;
+        }
+        round_hook(rank, r);
+        let mut runs = Vec::new();
         for &(ci, si) in &pairs {
             for d in 0..2 {
                 if let Some(p) = partner(rank, r, n, size) {
@@ -391,8 +416,27 @@ pub fn run_rank(
                 barrier();
             }
         }
+        after_round(r, &runs);
     }
-    runs
+}
+
+/// `ERDMA_CLUSTER_HOOK=stop-in-round:R:K` (tests): rank R stops itself
+/// (SIGSTOP) as round K starts, as a host that hangs mid-stage would.
+fn round_hook(rank: usize, round: usize) {
+    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
+    let target = hook.strip_prefix("stop-in-round:").and_then(|rk| {
+        let (r, k) = rk.split_once(':')?;
+        Some((
+            r.trim().parse::<usize>().ok()?,
+            k.trim().parse::<usize>().ok()?,
+        ))
+    });
+    if target == Some((rank, round)) {
+        // SAFETY: raise has no memory-safety preconditions.
+        unsafe {
+            libc::raise(libc::SIGSTOP);
+        }
+    }
 }
 
 /// How many times [`run_rank`] meets the others (once after each run of

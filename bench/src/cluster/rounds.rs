@@ -1,0 +1,188 @@
+//! The pair stage's results round by round under `--out DIR/rounds/`, so
+//! that a job that is interrupted (a host hangs, mpirun is killed) keeps
+//! the rounds it measured, and `--resume DIR` runs only the rest.
+//!
+//! A round file, `round-NNN.json`: `{"round": r, "job": {..}, "runs":
+//! [[rank 0's runs], [rank 1's runs], ...]}`, each run as
+//! [`super::pairs::PairRun::to_json`] writes it. `job` names what the
+//! rounds belong to (ranks, hosts, test, rails): a resumed job must be the
+//! same one, or its matrix would mix two clusters.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+/// What a round belongs to: a resumed job must match it key by key.
+pub fn job(hosts: &[String], test: &str, rails: usize, cross_rails: bool) -> Value {
+    json!({"ranks": hosts.len(), "hosts": hosts, "test": test, "rails": rails,
+           "cross_rails": cross_rails})
+}
+
+/// The directory the round files are in.
+pub fn dir(out: &Path) -> PathBuf {
+    out.join("rounds")
+}
+
+/// Writes round `r` (each rank's runs as the JSON array it sent) to
+/// `out/rounds/round-NNN.json`: first a temporary file, then a rename, so
+/// that a job killed while writing leaves the whole round or none.
+pub fn write(out: &Path, r: usize, job: &Value, per_rank: &[Vec<u8>]) -> Result<PathBuf, String> {
+    let runs: Vec<Value> = per_rank
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap_or(Value::Null))
+        .collect();
+    let doc = json!({"round": r, "job": job, "runs": runs});
+    let d = dir(out);
+    let path = d.join(format!("round-{r:03}.json"));
+    let tmp = d.join(format!(".round-{r:03}.json.tmp"));
+    std::fs::create_dir_all(&d)
+        .and_then(|()| std::fs::write(&tmp, doc.to_string()))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// The rounds measured under `resume/rounds/` (round -> each rank's runs),
+/// checked to belong to `job`; an error is one line saying what differs
+/// or what is missing.
+pub fn read(resume: &Path, job: &Value) -> Result<BTreeMap<usize, Vec<Value>>, String> {
+    let d = dir(resume);
+    let entries = std::fs::read_dir(&d).map_err(|e| {
+        format!(
+            "--resume {}: {e} reading {}: name the --out directory of the interrupted job",
+            resume.display(),
+            d.display()
+        )
+    })?;
+    let mut done = BTreeMap::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("round-") && name.ends_with(".json")) {
+            continue;
+        }
+        let path = e.path();
+        let (r, runs) = parse(&path, job)?;
+        done.insert(r, runs);
+    }
+    if done.is_empty() {
+        return Err(format!(
+            "--resume {}: no round-NNN.json in {}: name the --out directory of the interrupted job",
+            resume.display(),
+            d.display()
+        ));
+    }
+    Ok(done)
+}
+
+/// One round file: its round and each rank's runs.
+fn parse(path: &Path, job: &Value) -> Result<(usize, Vec<Value>), String> {
+    let bad = |why: String| format!("--resume: {}: {why}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+    if let Some(why) = differs(&v["job"], job) {
+        return Err(bad(format!(
+            "another job: {why}; resume with the same hosts, ranks, --pair-test and NICs, or start afresh"
+        )));
+    }
+    let r = v["round"]
+        .as_u64()
+        .ok_or_else(|| bad("no \"round\" number".into()))? as usize;
+    let runs = v["runs"]
+        .as_array()
+        .filter(|a| a.len() == job["ranks"].as_u64().unwrap_or(0) as usize)
+        .filter(|a| a.iter().all(Value::is_array))
+        .ok_or_else(|| bad("\"runs\" is not one array of runs per rank".into()))?;
+    Ok((r, runs.clone()))
+}
+
+/// The first key in which the round's job differs from this one.
+fn differs(was: &Value, now: &Value) -> Option<String> {
+    ["ranks", "hosts", "test", "rails", "cross_rails"]
+        .iter()
+        .find(|k| was[**k] != now[**k])
+        .map(|k| format!("{k} was {} and is now {}", was[*k], now[*k]))
+}
+
+/// Each rank's runs of every round in round order, as the JSON arrays the
+/// report reads (rank 0's view of the whole stage).
+pub fn per_rank(rounds: &BTreeMap<usize, Vec<Value>>, ranks: usize) -> Vec<Vec<u8>> {
+    (0..ranks)
+        .map(|i| {
+            let all: Vec<Value> = rounds
+                .values()
+                .filter_map(|per| per.get(i)?.as_array())
+                .flatten()
+                .cloned()
+                .collect();
+            Value::Array(all).to_string().into_bytes()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("erdma-rounds-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn rounds_written_read_back_and_joined() {
+        let d = tmp("rw");
+        let hosts = vec!["a".to_string(), "b".to_string()];
+        let j = job(&hosts, "write_bw", 1, false);
+        let run = |c: u64| json!({"client": c, "server": 1 - c, "role": "client"});
+        write(
+            &d,
+            0,
+            &j,
+            &[b"[]".to_vec(), json!([run(1)]).to_string().into()],
+        )
+        .unwrap();
+        write(
+            &d,
+            2,
+            &j,
+            &[json!([run(0)]).to_string().into(), b"[]".to_vec()],
+        )
+        .unwrap();
+        // No temporary file is left beside the rounds.
+        assert_eq!(std::fs::read_dir(dir(&d)).unwrap().count(), 2);
+        let done = read(&d, &j).unwrap();
+        assert_eq!(done.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
+        let all = per_rank(&done, 2);
+        let r0: Value = serde_json::from_slice(&all[0]).unwrap();
+        let r1: Value = serde_json::from_slice(&all[1]).unwrap();
+        assert_eq!(r0, json!([run(0)]));
+        assert_eq!(r1, json!([run(1)]));
+        // Another job: one line naming the key that differs.
+        let other = job(&hosts, "read_bw", 1, false);
+        let e = read(&d, &other).unwrap_err();
+        assert!(
+            e.contains("test was \"write_bw\" and is now \"read_bw\""),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_directory_without_rounds_is_an_error() {
+        let d = tmp("none");
+        let j = job(&["a".into()], "write_bw", 1, false);
+        assert!(
+            read(&d, &j)
+                .unwrap_err()
+                .contains("name the --out directory")
+        );
+        std::fs::create_dir_all(dir(&d)).unwrap();
+        assert!(read(&d, &j).unwrap_err().contains("no round-NNN.json"));
+        std::fs::write(dir(&d).join("round-000.json"), "{").unwrap();
+        assert!(read(&d, &j).unwrap_err().contains("not JSON"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
