@@ -109,12 +109,15 @@ fn differs(was: &Value, now: &Value) -> Option<String> {
 pub fn per_rank(rounds: &BTreeMap<usize, Vec<Value>>, ranks: usize) -> Vec<Vec<u8>> {
     (0..ranks)
         .map(|i| {
-            let all: Vec<Value> = rounds
-                .values()
-                .filter_map(|per| per.get(i)?.as_array())
-                .flatten()
-                .cloned()
-                .collect();
+            let mut all = Vec::new();
+            for (r, per) in rounds {
+                match per.get(i).and_then(Value::as_array) {
+                    Some(runs) => all.extend(runs.iter().cloned()),
+                    // Garbage from a rank is not dropped: these bytes are
+                    // not JSON, so the matrix names the rank and the round.
+                    None => return format!("round {r}: no array of runs").into_bytes(),
+                }
+            }
             Value::Array(all).to_string().into_bytes()
         })
         .collect()
@@ -184,5 +187,16 @@ mod tests {
         std::fs::write(dir(&d).join("round-000.json"), "{").unwrap();
         assert!(read(&d, &j).unwrap_err().contains("not JSON"));
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn garbage_from_a_rank_in_a_round_is_not_dropped() {
+        let mut rounds = BTreeMap::new();
+        rounds.insert(0, vec![json!([]), json!([])]);
+        rounds.insert(1, vec![json!([]), Value::Null]);
+        let per = per_rank(&rounds, 2);
+        assert_eq!(per[0], b"[]");
+        let err = crate::cluster::pairs::Matrix::from_ranks("write_bw", &per).unwrap_err();
+        assert!(err.contains("rank 1: its pair runs are not JSON"), "{err}");
     }
 }
