@@ -435,7 +435,7 @@ impl Resources {
                     // The server listens only after the exchange step
                     // before it: retry a refused connection for a while.
                     Err(PerfError::Rdma { err, .. })
-                        if matches!(*err, erdma::Error::Cm { .. }) && Instant::now() < deadline =>
+                        if crate::perf::wire::cm::refused(&err) && Instant::now() < deadline =>
                     {
                         std::thread::sleep(Duration::from_millis(100))
                     }

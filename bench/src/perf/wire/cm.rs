@@ -155,10 +155,9 @@ impl CmComm {
         loop {
             match Self::try_connect(dst, src, timeout) {
                 Ok(c) => return Ok(c),
-                // Nothing listens yet: the server may be starting.
-                Err(PerfError::Rdma { err, .. })
-                    if matches!(*err, erdma::Error::Cm { .. }) && Instant::now() < deadline =>
-                {
+                // Nothing listens yet: the server may be starting (a
+                // REJECTED event, or on siw rdma_connect's own ECONNREFUSED).
+                Err(PerfError::Rdma { err, .. }) if refused(&err) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(100))
                 }
                 Err(e) => return Err(e),
@@ -383,5 +382,35 @@ impl Comm for CmComm {
         let body = data[super::EXT_HEADER..len].to_vec();
         self.repost(what)?;
         Ok(body)
+    }
+}
+
+/// Whether RDMA CM's connect failed because nothing listened yet: a REJECTED
+/// event (RoCE), or ECONNREFUSED from `rdma_connect` itself (siw connects its
+/// TCP stream inside the call).
+pub fn refused(err: &erdma::Error) -> bool {
+    matches!(err, erdma::Error::Cm { .. })
+        || matches!(err, erdma::Error::Verb { verb, errno, .. }
+            if verb.starts_with("rdma_") && *errno == libc::ECONNREFUSED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused;
+
+    #[test]
+    fn a_refused_rdma_connect_is_retried_other_errors_are_not() {
+        assert!(refused(&erdma::Error::verb(
+            "rdma_connect",
+            libc::ECONNREFUSED
+        )));
+        assert!(!refused(&erdma::Error::verb(
+            "rdma_connect",
+            libc::ETIMEDOUT
+        )));
+        assert!(!refused(&erdma::Error::verb(
+            "ibv_reg_mr",
+            libc::ECONNREFUSED
+        )));
     }
 }
