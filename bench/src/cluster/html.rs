@@ -391,7 +391,10 @@ fn verdicts(doc: &Value) -> String {
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(k, n)| format!("{k} = {}", plain(n)))
+            .map(|(k, n)| match n.as_f64().filter(|_| n.is_f64()) {
+                Some(f) => format!("{k} = {}", svg::gbps_text(f)),
+                None => format!("{k} = {}", plain(n)),
+            })
             .collect();
         let _ = write!(
             s,
@@ -860,8 +863,10 @@ fn nccl(doc: &Value) -> String {
         "<h2 id=\"nccl\">NCCL {}</h2><p>backend <b>{}</b>{}{}</p>",
         badge(&plain(&n["status"])),
         esc(&plain(&n["backend"])),
+        // Only NCCL drives GPUs: on the MPI/host backend the count means nothing.
         n["gpus_per_rank"]
             .as_u64()
+            .filter(|_| n["backend"] == "nccl")
             .map_or(String::new(), |g| format!(", {g} GPU(s) per rank")),
         match n["why"].as_str() {
             Some(w) if !w.is_empty() => format!(": {}", esc(w)),
