@@ -639,25 +639,31 @@ fn safe_labels(reports: &[HostReport]) -> Vec<String> {
     reports
         .iter()
         .map(|r| {
-            let safe: String = r
-                .host()
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let safe = safe.trim_start_matches('.');
+            let safe = safe_name(r.host());
             if r.shares_host {
                 format!("{safe}-rank{}", r.rank)
             } else {
-                safe.to_owned()
+                safe
             }
         })
         .collect()
+}
+
+/// A host name as it may stand in a file name under `--out`: reduced to
+/// `[A-Za-z0-9._-]`, no leading dot, so that a name cannot leave the
+/// directory or hide its file.
+pub fn safe_name(host: &str) -> String {
+    let safe: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    safe.trim_start_matches('.').to_owned()
 }
 
 /// Writes every rank's document, each pair run's erdma-perf document

@@ -481,18 +481,8 @@ fn at(m: &Value, i: usize, j: usize) -> Option<f64> {
     m.get(i)?.get(j)?.as_f64()
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
+fn median(v: Vec<f64>) -> Option<f64> {
+    crate::compare::model::median(v.into_iter().filter(|x| x.is_finite()))
 }
 
 /// The file-name label of every rank, as `--out` and `--baseline` spell it
@@ -503,17 +493,7 @@ fn file_labels(doc: &Value) -> Vec<String> {
         .enumerate()
         .map(|(i, h)| {
             let host = plain(&h["host"]);
-            let safe: String = host
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let safe = safe.trim_start_matches('.').to_owned();
+            let safe = super::safe_name(&host);
             let shared = h["label"].as_str().is_some_and(|l| l != host);
             if shared {
                 format!("{safe}-rank{}", h["rank"].as_u64().unwrap_or(i as u64))

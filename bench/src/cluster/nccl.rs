@@ -515,17 +515,7 @@ impl Report {
                 let ranks: Vec<usize> = (0..ctx.hosts.len())
                     .filter(|&r| ctx.hosts[r] == *h)
                     .collect();
-                let label: String = h
-                    .chars()
-                    .map(|c| {
-                        if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                            c
-                        } else {
-                            '_'
-                        }
-                    })
-                    .collect();
-                let label = label.trim_start_matches('.');
+                let label = super::safe_name(h);
                 stages.push(stage(
                     ctx,
                     &plan,

@@ -41,7 +41,7 @@ pub fn snapshot() -> Value {
     let mut out = Vec::new();
     for d in list.iter() {
         let dir = d.sysfs_path().to_path_buf();
-        let ports = ports_of(&dir);
+        let ports = crate::stat::sysfs_ports(&dir);
         for &p in &ports {
             let pc = PortCounters::resolve(d.name(), p, &dir, ports.len() == 1, None);
             let s = pc.sample();
@@ -53,18 +53,6 @@ pub fn snapshot() -> Value {
         }
     }
     Value::Array(out)
-}
-
-fn ports_of(dir: &std::path::Path) -> Vec<u8> {
-    let mut v: Vec<u8> = std::fs::read_dir(dir.join("ports"))
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 /// The error counters of a port (and of the device, for single-port ones).

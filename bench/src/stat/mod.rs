@@ -162,7 +162,7 @@ pub fn targets(args: &Args, list: &erdma::DeviceList) -> Result<Vec<PortCounters
 }
 
 /// The port numbers under `<dev>/ports`.
-fn sysfs_ports(dir: &std::path::Path) -> Vec<u8> {
+pub(crate) fn sysfs_ports(dir: &std::path::Path) -> Vec<u8> {
     let mut v: Vec<u8> = std::fs::read_dir(dir.join("ports"))
         .map(|rd| {
             rd.flatten()
