@@ -755,6 +755,17 @@ pub fn host_names(raw: &[Vec<u8>]) -> Vec<String> {
         .collect()
 }
 
+/// Each rank's index among the ranks of its host (0 for the first): the
+/// pair stage gives each its own TCP port in a run, so that two servers on
+/// one host do not meet on one port.
+pub fn host_slots(hosts: &[String]) -> Vec<usize> {
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| hosts[..i].iter().filter(|x| *x == h).count())
+        .collect()
+}
+
 /// Whether each rank is the first of its host (it reads the host's
 /// counters for the traffic proof; the others would repeat them).
 pub fn first_of_host(hosts: &[String]) -> Vec<bool> {

@@ -353,3 +353,62 @@ fn rails_over_siw_cannot_prove_their_bytes() {
     }
     assert_eq!(code, Some(1), "warnings only: {text}{err}");
 }
+
+/// Four ranks on the rig's one host, both rxe devices of each as rails
+/// (ranks 2 and 3 take the list again): each round runs two pairs at
+/// once, so two servers listen on the host in every run (each on its own
+/// port); the NCCL stage takes ranks 0,1 and 2,3 as two hosts.
+fn four_ranks(devices: &str, perf_args: &str, port: &str) -> serde_json::Value {
+    let (code, text, err) = mpirun_env(
+        4,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--devices",
+            devices,
+            "--perf-args",
+            perf_args,
+            "--pair-port",
+            port,
+            "--nccl",
+            "--nccl-args",
+            "-b 64K -e 64K -n 5 -w 1 -c 1",
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "hosts-apart:2")],
+    );
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
+    let pairs = &v["pairs"];
+    assert_eq!(pairs["status"], "ok", "{pairs:#}{err}");
+    let rails = pairs["rails"].as_array().unwrap();
+    assert_eq!(rails.len(), 2, "{pairs:#}");
+    for r in rails {
+        for i in 0..4 {
+            for j in (0..4).filter(|&j| j != i) {
+                assert!(r["gbps"][i][j].as_f64().unwrap() > 0.0, "{i}->{j}: {r}");
+            }
+        }
+    }
+    let runs = pairs["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 48, "12 pairs x 2 rails x 2 sides");
+    assert!(runs.iter().all(|r| r["verified"] == true), "{pairs:#}");
+    let n = &v["nccl"];
+    assert_eq!(n["status"], "ok", "{n}");
+    assert!(code == Some(0) || code == Some(1), "{text}{err}");
+    v
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn four_ranks_sharing_a_host_over_rxe() {
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    let v = four_ranks(
+        "rxe0+rxe1,rxe1+rxe0",
+        &format!("-x {gid} -s 65536 -n 100 --report_gbits"),
+        "19400",
+    );
+    let stages = v["nccl"]["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 3, "two hosts alone, then all: {stages:?}");
+}

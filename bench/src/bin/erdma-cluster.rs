@@ -317,7 +317,16 @@ fn pair_stage(
     };
     let mut barrier = || world.barrier("meeting between pair rounds");
     if o.is_some() {
-        pairs::run_rounds(&args.pair, rank, &eps, &skip, &mut barrier, &mut after);
+        let slots = cluster::host_slots(hosts);
+        pairs::run_rounds(
+            &args.pair,
+            rank,
+            &eps,
+            &slots,
+            &skip,
+            &mut barrier,
+            &mut after,
+        );
     } else {
         // Not reached (rank 0 checked the same options), but a rank that
         // leaves the barriers or the rounds' gathers would hang the rest.

@@ -49,7 +49,8 @@ pub struct PairArgs {
         allow_hyphen_values = true
     )]
     pub perf_args: String,
-    /// TCP port of the first run's exchange; each run takes the next one.
+    /// TCP port of the first run's exchange; each run takes the next one
+    /// (the next N with N ranks on one host: one port for each).
     #[arg(long, value_name = "PORT", default_value_t = 18600)]
     pub pair_port: u16,
 }
@@ -367,7 +368,8 @@ pub fn run_rank(
     barrier: &mut dyn FnMut(),
 ) -> Vec<PairRun> {
     let mut runs = Vec::new();
-    run_rounds(a, rank, eps, &[], barrier, &mut |_, r| {
+    let slots = vec![0; eps.len()];
+    run_rounds(a, rank, eps, &slots, &[], barrier, &mut |_, r| {
         runs.extend_from_slice(r)
     });
     runs
@@ -377,11 +379,13 @@ pub fn run_rank(
 /// earlier, interrupted job) are skipped, and `after_round` gets each
 /// other round's runs as soon as it ends (every rank calls it for every
 /// round it runs, so it may meet the others there). A skipped round still
-/// uses its ports, so that each run keeps the port it had.
+/// uses its ports, so that each run keeps the port it had. `slots[i]`:
+/// rank i's index among the ranks of its host ([`crate::cluster::host_slots`]).
 pub fn run_rounds(
     a: &PairArgs,
     rank: usize,
     eps: &[Vec<Endpoint>],
+    slots: &[usize],
     done: &[usize],
     barrier: &mut dyn FnMut(),
     after_round: &mut dyn FnMut(usize, &[PairRun]),
@@ -389,10 +393,13 @@ pub fn run_rounds(
     let size = eps.len();
     let n = size.div_ceil(2) * 2;
     let pairs = combos(common_rails(eps), a.cross_rails);
+    // Every run takes a block of ports, one per rank sharing a host: the
+    // servers of one round that share a host each listen on their own.
+    let block = slots.iter().max().map_or(1, |m| m + 1) as u32;
     let mut port = u32::from(a.pair_port);
     for r in 0..rounds(size) {
         if done.contains(&r) {
-            port += 2 * pairs.len() as u32;
+            port += 2 * pairs.len() as u32 * block;
             continue;
         }
         round_hook(rank, r);
@@ -410,9 +417,10 @@ pub fn run_rounds(
                         client_ep: eps[client].get(ci).cloned(),
                         server_ep: eps[server].get(si).cloned(),
                     };
-                    runs.push(one_run(a, &side, u16::try_from(port).ok()));
+                    let mine = port + slots.get(server).copied().unwrap_or(0) as u32;
+                    runs.push(one_run(a, &side, u16::try_from(mine).ok()));
                 }
-                port += 1;
+                port += block;
                 barrier();
             }
         }

@@ -328,3 +328,10 @@ fn every_rail_is_judged_and_a_slow_nic_is_named_with_its_index() {
     assert_eq!(verdicts[0]["nic"], 1, "{v}");
     assert_eq!(verdicts[0]["hosts"], serde_json::json!(["c"]));
 }
+
+#[test]
+fn ranks_sharing_a_host_get_their_own_slot() {
+    let hosts: Vec<String> = ["a", "b", "a", "a", "b"].map(String::from).to_vec();
+    assert_eq!(host_slots(&hosts), vec![0, 0, 1, 2, 1]);
+    assert_eq!(first_of_host(&hosts), vec![true, true, false, false, false]);
+}
