@@ -25,6 +25,7 @@ use crate::meta::RunMeta;
 pub mod baseline;
 pub mod diagnose;
 pub mod html;
+pub mod live;
 pub mod nccl;
 pub mod pairs;
 pub mod rounds;
@@ -134,6 +135,8 @@ pub struct Stages<'a> {
     pub nccl: Option<&'a nccl::Report>,
     /// The traffic proof around the pair and NCCL stages.
     pub traffic: Option<&'a traffic::Proof>,
+    /// The ranks lost during the job, with why.
+    pub lost: &'a [(usize, String)],
 }
 
 impl Stages<'_> {
@@ -417,6 +420,17 @@ pub fn overall(reports: &[HostReport], across: &[Problem], stages: &Stages) -> S
     stages.status().map_or(w, |s| w.max(s))
 }
 
+/// The job's exit status: [`EXIT_LOST`] once a rank was lost (the others
+/// went on, so the report is there but not of the whole cluster), else
+/// the worst status's.
+pub fn exit_code(reports: &[HostReport], across: &[Problem], stages: &Stages) -> i32 {
+    if stages.lost.is_empty() {
+        overall(reports, across, stages).exit_code()
+    } else {
+        EXIT_LOST
+    }
+}
+
 /// The report rank 0 prints.
 pub fn render_text(
     meta: &RunMeta,
@@ -483,10 +497,15 @@ pub fn render_text(
         s.push_str(&diagnose::render_text(&d, &names));
     }
     let worst = overall(reports, across, stages);
+    let lost = match stages.lost.len() {
+        0 => String::new(),
+        1 => ", a rank lost".into(),
+        n => format!(", {n} ranks lost"),
+    };
     s.push_str(&format!(
-        "# result: {} (exit {})\n",
+        "# result: {}{lost} (exit {})\n",
         worst.as_str(),
-        worst.exit_code()
+        exit_code(reports, across, stages)
     ));
     s
 }
@@ -532,7 +551,10 @@ pub fn render_json(
     let mut m = meta.to_json();
     let worst = overall(reports, across, stages);
     m.insert("status".into(), json!(worst));
-    m.insert("exit_status".into(), json!(worst.exit_code()));
+    m.insert(
+        "exit_status".into(),
+        json!(exit_code(reports, across, stages)),
+    );
     m.insert(
         "hosts".into(),
         reports
@@ -616,7 +638,7 @@ pub fn pair_verdicts(
     let d = diagnose::diagnose(&diagnose::Input {
         names: &names,
         rails: &rails,
-        lost: &[],
+        lost: stages.lost,
         port_gbps: None,
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
     });
@@ -711,6 +733,39 @@ pub struct Gathered {
     /// The host of each rank as the NCCL stage split them, when not the
     /// doctor's (a test hook takes each rank for a host).
     pub nccl_hosts: Option<Vec<String>>,
+    /// The ranks lost during the job (no answer within `--timeout`), with
+    /// why; the others went on without them.
+    pub lost: Vec<(usize, String)>,
+}
+
+/// The check a lost rank's report gets (its own, or one made for it when
+/// it was lost before sending one), so that the report lists it once
+/// among the problems, with a fix.
+pub fn mark_lost(raw: &mut [Vec<u8>], lost: &[(usize, String)]) {
+    for (r, why) in lost {
+        let Some(bytes) = raw.get_mut(*r) else {
+            continue;
+        };
+        let mut doc: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+        if doc["tool"] != "erdma-doctor" || !doc["checks"].is_array() {
+            doc = serde_json::json!({
+                "tool": "erdma-doctor", "host": format!("unknown (rank {r})"),
+                "status": "fail", "checks": [],
+            });
+        }
+        let check = serde_json::json!({
+            "id": "cluster.lost", "group": "cluster", "status": "fail",
+            "found": format!("rank {r} lost: {why}; the others went on without it"),
+            "fix": "look at the host (is the process stopped, hung, killed, out of memory?), \
+                    then rerun the job; with --out, --resume DIR keeps the pair rounds measured",
+            "details": null,
+        });
+        if let Some(c) = doc["checks"].as_array_mut() {
+            c.push(check);
+        }
+        doc["status"] = "fail".into();
+        *bytes = doc.to_string().into_bytes();
+    }
 }
 
 /// Writes each NCCL run's -J document under `dir` (nccl-cluster-TEST.json,
@@ -878,7 +933,9 @@ pub fn report_with(
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> i32 {
-    let parsed = parse_reports(raw).and_then(|r| {
+    let mut raw = raw.to_vec();
+    mark_lost(&mut raw, &g.lost);
+    let parsed = parse_reports(&raw).and_then(|r| {
         let m = pairs
             .map(|p| Matrix::from_ranks(&args.pair.pair_test, p))
             .transpose()?;
@@ -910,6 +967,7 @@ pub fn report_with(
         baseline: against.as_ref(),
         nccl: nccl_report.as_ref(),
         traffic: proof.as_ref(),
+        lost: &g.lost,
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -933,7 +991,7 @@ pub fn report_with(
         let _ = writeln!(err, "erdma-cluster: {e}");
         return EXIT_OUTPUT;
     }
-    overall(&reports, &across, &stages).exit_code()
+    exit_code(&reports, &across, &stages)
 }
 
 /// The checks of the command line that clap cannot make: [`check_skips`],

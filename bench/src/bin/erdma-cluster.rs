@@ -141,24 +141,27 @@ fn nccl_runs(
         .into_bytes()
 }
 
-/// The MPI side: every exchange between the ranks goes through the
-/// collectives' MPI bootstrap (nonblocking MPI calls polled against
-/// `--timeout`), so no stage waits for ever on a lost rank.
+/// The MPI side. The ranks' exchanges go through rank 0 as point-to-point
+/// messages bounded by `--timeout` (`cluster::live`): a rank that does not
+/// answer is lost, and the others go on without it. The NCCL stage's
+/// collectives need every rank: it runs only while none is lost.
 #[cfg(feature = "mpi")]
 mod world {
     use std::sync::Arc;
     use std::time::Duration;
 
     use erdma_bench::cluster;
-    use erdma_bench::nccltests::bootstrap::mpi::{self, Mpi};
-    use erdma_bench::nccltests::bootstrap::{self, Answer, Bootstrap};
+    use erdma_bench::cluster::live::{Ended, Live};
+    use erdma_bench::nccltests::bootstrap::Bootstrap;
+    use erdma_bench::nccltests::bootstrap::mpi::{self, Mpi, P2p};
     use erdma_bench::nccltests::errors::TestError;
-    use erdma_bench::nccltests::{census, job};
+    use erdma_bench::nccltests::job;
 
-    /// MPI_COMM_WORLD with `--timeout` on every wait.
+    /// MPI_COMM_WORLD: the collectives' bootstrap (NCCL stage) and the
+    /// exchanges among live ranks.
     pub struct World {
         boot: Arc<dyn Bootstrap>,
-        timeout_s: u64,
+        live: Live<P2p>,
     }
 
     /// Initializes MPI (the one wait that cannot be bounded: mpirun's).
@@ -173,26 +176,52 @@ mod world {
             let t = i32::try_from(timeout_s).unwrap_or(i32::MAX);
             match Mpi::world(t) {
                 Ok(m) => {
+                    let timeout = Duration::from_secs(timeout_s);
+                    let live = Live::new(P2p::world(&m, timeout), timeout);
                     let boot: Arc<dyn Bootstrap> = Arc::new(m);
-                    // A rank that times out starts the census: the others'
-                    // waits then end at once and join it.
+                    // A rank that times out in a collective starts the
+                    // census: the others' waits then end at once and join it.
                     job::set_world(boot.clone());
-                    World { boot, timeout_s }
+                    World { boot, live }
                 }
-                Err(e) => lost_with(None, timeout_s, "starting", e),
+                Err(e) => {
+                    eprintln!("erdma-cluster: MPI failed while starting: {e}");
+                    std::process::exit(cluster::EXIT_LOST)
+                }
             }
         }
 
         /// This rank.
         pub fn rank(&self) -> usize {
-            self.boot.rank()
+            self.live.rank()
         }
 
-        /// Every rank's bytes on every rank (index = rank); `stage` names
-        /// the exchange if a rank is lost in it.
+        /// The ranks lost so far, with why.
+        pub fn lost(&self) -> Vec<(usize, String)> {
+            self.live.lost()
+        }
+
+        /// Whether `rank` was lost.
+        pub fn is_lost(&self, rank: usize) -> bool {
+            self.live.is_lost(rank)
+        }
+
+        /// Every rank's bytes on every rank (index = rank; empty for a
+        /// lost rank); `stage` names the exchange if a rank is lost in it.
         pub fn all_gather(&self, mine: &[u8], stage: &str) -> Vec<Vec<u8>> {
-            bootstrap::allgather_var(&*self.boot, mine)
-                .unwrap_or_else(|e| lost_with(Some(&*self.boot), self.timeout_s, stage, e))
+            self.exchange(mine, true, stage)
+        }
+
+        /// Every rank's bytes on rank 0 (the others get empty ones).
+        pub fn gather(&self, mine: &[u8], stage: &str) -> Vec<Vec<u8>> {
+            self.exchange(mine, false, stage)
+        }
+
+        fn exchange(&self, mine: &[u8], everyone: bool, stage: &str) -> Vec<Vec<u8>> {
+            match self.live.gather(mine, everyone, stage) {
+                Ok(g) => g.into_iter().map(Option::unwrap_or_default).collect(),
+                Err(e) => ended(self.rank(), e),
+            }
         }
 
         /// Makes this world the one the collectives' waits watch again
@@ -201,11 +230,9 @@ mod world {
             job::set_world(self.boot.clone());
         }
 
-        /// Waits for every rank.
+        /// Waits for every live rank.
         pub fn barrier(&self, stage: &str) {
-            if let Err(e) = self.boot.barrier() {
-                lost_with(Some(&*self.boot), self.timeout_s, stage, e)
-            }
+            self.gather(&[], stage);
         }
 
         /// Rank 0's exit status, on every rank.
@@ -217,41 +244,25 @@ mod world {
                 .map_or(cluster::EXIT_LOST, i32::from_le_bytes)
         }
 
-        /// Ends MPI.
+        /// Ends MPI, unless a rank was lost: MPI_Finalize waits for every
+        /// rank, and a stopped one would hold it for ever (mpirun ends it
+        /// when the live ranks exit).
         pub fn finish(self) {
-            mpi::finalize();
+            if self.live.lost().is_empty() {
+                mpi::finalize();
+            }
         }
     }
 
-    /// Reports the ranks lost in `stage` (those that do not answer the
-    /// timeout census) and exits with [`cluster::EXIT_LOST`], leaving mpirun
-    /// to end the rest of the job.
-    fn lost_with(boot: Option<&dyn Bootstrap>, timeout_s: u64, stage: &str, e: TestError) -> ! {
-        let me = boot.map_or(0, |b| b.rank());
-        let msg = match (&e, boot) {
-            (TestError::Timeout { .. }, Some(b)) => {
-                let answers = b.census(b"erdma-cluster", census::WINDOW);
-                let silent: Vec<String> = answers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, a)| matches!(a, Answer::Silent))
-                    .map(|(r, _)| r.to_string())
-                    .collect();
-                let who = match silent.len() {
-                    0 => "a rank".to_string(),
-                    1 => format!("rank {}", silent[0]),
-                    _ => format!("ranks {}", silent.join(",")),
-                };
-                format!(
-                    "{who} lost: no answer within --timeout {timeout_s} s while {stage} (stopped, hung or gone); the other ranks end"
-                )
-            }
-            _ => format!("MPI failed while {stage}: {e}"),
+    /// This rank cannot go on (rank 0 is lost, or declared this one lost):
+    /// says why and exits with [`cluster::EXIT_LOST`].
+    fn ended(me: usize, e: Ended) -> ! {
+        let msg = match e {
+            Ended::RootLost(m) => format!("{m}; the other ranks end"),
+            Ended::Excluded(m) => m,
         };
         let hint = super::LOST_HINT.get().map_or("", String::as_str);
         eprintln!("erdma-cluster: rank {me}: {msg}{hint}");
-        // Give the other live ranks a moment to print theirs.
-        std::thread::sleep(Duration::from_millis(500));
         std::process::exit(cluster::EXIT_LOST)
     }
 }
@@ -291,19 +302,26 @@ fn pair_stage(
     );
     let mut done = resumed(args, rank, &job, world);
     let skip: Vec<usize> = done.keys().copied().collect();
-    if let Some(out) = args.out.as_ref().filter(|_| rank == 0) {
+    if let Some(out) = &args.out {
         let _ = LOST_HINT.set(format!(
-            "; the pair rounds finished are kept in {}: --resume {} continues the job",
+            "; the pair rounds finished are kept in {} on rank 0's host: --resume {} continues the job",
             cluster::rounds::dir(out).display(),
             out.display()
         ));
     }
     let mut after = |r: usize, runs: &[pairs::PairRun]| {
         let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
-        let all = world.all_gather(mine.to_string().as_bytes(), "gathering a pair round");
+        let mut all = world.gather(mine.to_string().as_bytes(), "gathering a pair round");
         if rank == 0 {
+            // A lost rank ran nothing more: its share is no runs.
+            let lost_now: Vec<usize> = world.lost().iter().map(|(r, _)| *r).collect();
+            for (i, b) in all.iter_mut().enumerate() {
+                if world.is_lost(i) {
+                    *b = b"[]".to_vec();
+                }
+            }
             if let Some(out) = &args.out
-                && let Err(e) = cluster::rounds::write(out, r, &job, &all)
+                && let Err(e) = cluster::rounds::write(out, r, &job, &all, &lost_now)
             {
                 // The report under the same --out then fails with exit 4.
                 eprintln!("erdma-cluster: {e}");
@@ -318,12 +336,14 @@ fn pair_stage(
     let mut barrier = || world.barrier("meeting between pair rounds");
     if o.is_some() {
         let slots = cluster::host_slots(hosts);
+        let lost = |r: usize| world.is_lost(r);
         pairs::run_rounds(
             &args.pair,
             rank,
             &eps,
             &slots,
             &skip,
+            &lost,
             &mut barrier,
             &mut after,
         );
@@ -429,8 +449,17 @@ fn run() -> i32 {
     };
     let world = world::World::new(args.timeout);
     let host = SystemHost::new();
-    let reports = world.all_gather(&local_report(&args, &host), "gathering the hosts' checks");
-    let hosts = cluster::host_names(&reports);
+    // The reports to rank 0, the host names to every rank (a star through
+    // rank 0 carries every byte it sends to everyone: names, not reports).
+    let mine = local_report(&args, &host);
+    let name = cluster::host_names(std::slice::from_ref(&mine)).remove(0);
+    let reports = world.gather(&mine, "gathering the hosts' checks");
+    let hosts: Vec<String> = world
+        .all_gather(name.as_bytes(), "gathering the host names")
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .map(|h| if h.is_empty() { "?".into() } else { h })
+        .collect();
     let first = cluster::first_of_host(&hosts)[rank];
     let mut gathered = cluster::Gathered::default();
     let before = args.pair.pairs.then(|| counters(first));
@@ -441,9 +470,12 @@ fn run() -> i32 {
     if let Some(before) = before {
         let mine = serde_json::json!({"before": before, "after": counters(first)});
         gathered.pair_counters =
-            Some(world.all_gather(mine.to_string().as_bytes(), "gathering the counters"));
+            Some(world.gather(mine.to_string().as_bytes(), "gathering the counters"));
     }
-    if args.nccl.nccl {
+    // The collectives need every rank: with one lost the stage is not run
+    // (the lost rank's verdict says so).
+    let nccl_on = args.nccl.nccl && world.lost().is_empty();
+    if nccl_on {
         let gpus = world.all_gather(&(gpu_count() as u64).to_le_bytes(), "counting the GPUs");
         let gpus: Vec<usize> = gpus
             .iter()
@@ -462,8 +494,14 @@ fn run() -> i32 {
         let nfirst = cluster::first_of_host(&nh)[rank];
         let mine = nccl_runs(&args, rank, &nh, &plan, nfirst);
         world.reclaim();
-        gathered.nccl = Some((plan, world.all_gather(&mine, "gathering the NCCL runs")));
+        gathered.nccl = Some((plan, world.gather(&mine, "gathering the NCCL runs")));
         gathered.nccl_hosts = (nh != hosts).then_some(nh);
+    }
+    gathered.lost = world.lost();
+    if args.nccl.nccl && !nccl_on {
+        for (_, why) in gathered.lost.iter_mut() {
+            why.push_str(" (the NCCL stage was not run: its collectives need every rank)");
+        }
     }
     let mut code = 0i32;
     if world.rank() == 0 {

@@ -352,7 +352,13 @@ fn interface_ipv4(host: &dyn Host, name: &str) -> Option<Ipv4Addr> {
 /// The rails every rank runs: the fewest any rank has (a rank with more
 /// NICs has its extra ones untested, which the report says).
 pub fn common_rails(eps: &[Vec<Endpoint>]) -> usize {
-    eps.iter().map(Vec::len).min().unwrap_or(0).max(1)
+    // A rank lost before the exchange has none: it runs nothing.
+    eps.iter()
+        .map(Vec::len)
+        .filter(|&n| n > 0)
+        .min()
+        .unwrap_or(0)
+        .max(1)
 }
 
 /// This rank's share: in every round, with its partner, every rail (and
@@ -369,9 +375,16 @@ pub fn run_rank(
 ) -> Vec<PairRun> {
     let mut runs = Vec::new();
     let slots = vec![0; eps.len()];
-    run_rounds(a, rank, eps, &slots, &[], barrier, &mut |_, r| {
-        runs.extend_from_slice(r)
-    });
+    run_rounds(
+        a,
+        rank,
+        eps,
+        &slots,
+        &[],
+        &|_| false,
+        barrier,
+        &mut |_, r| runs.extend_from_slice(r),
+    );
     runs
 }
 
@@ -381,12 +394,16 @@ pub fn run_rank(
 /// round it runs, so it may meet the others there). A skipped round still
 /// uses its ports, so that each run keeps the port it had. `slots[i]`:
 /// rank i's index among the ranks of its host ([`crate::cluster::host_slots`]).
+/// A run whose partner is `lost` (it stopped answering the barriers) is
+/// not started: the others go on without it.
+#[allow(clippy::too_many_arguments)]
 pub fn run_rounds(
     a: &PairArgs,
     rank: usize,
     eps: &[Vec<Endpoint>],
     slots: &[usize],
     done: &[usize],
+    lost: &dyn Fn(usize) -> bool,
     barrier: &mut dyn FnMut(),
     after_round: &mut dyn FnMut(usize, &[PairRun]),
 ) {
@@ -406,7 +423,7 @@ pub fn run_rounds(
         let mut runs = Vec::new();
         for &(ci, si) in &pairs {
             for d in 0..2 {
-                if let Some(p) = partner(rank, r, n, size) {
+                if let Some(p) = partner(rank, r, n, size).filter(|&p| !lost(p)) {
                     let client = if d == 0 { rank.min(p) } else { rank.max(p) };
                     let server = if client == rank { p } else { rank };
                     let side = Side {
@@ -429,11 +446,18 @@ pub fn run_rounds(
 }
 
 /// `ERDMA_CLUSTER_HOOK=stop-in-round:R:K` (tests): rank R stops itself
-/// (SIGSTOP) as round K starts, as a host that hangs mid-stage would.
+/// (SIGSTOP) as round K starts, as a host that hangs mid-stage would;
+/// `kill-in-round:R:K`: it dies (SIGKILL), as a host that crashes would.
 fn round_hook(rank: usize, round: usize) {
     let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    let target = hook.strip_prefix("stop-in-round:").and_then(|rk| {
-        let (r, k) = rk.split_once(':')?;
+    let (sig, rk) = if let Some(rk) = hook.strip_prefix("stop-in-round:") {
+        (libc::SIGSTOP, rk)
+    } else if let Some(rk) = hook.strip_prefix("kill-in-round:") {
+        (libc::SIGKILL, rk)
+    } else {
+        return;
+    };
+    let target = rk.split_once(':').and_then(|(r, k)| {
         Some((
             r.trim().parse::<usize>().ok()?,
             k.trim().parse::<usize>().ok()?,
@@ -442,7 +466,7 @@ fn round_hook(rank: usize, round: usize) {
     if target == Some((rank, round)) {
         // SAFETY: raise has no memory-safety preconditions.
         unsafe {
-            libc::raise(libc::SIGSTOP);
+            libc::raise(sig);
         }
     }
 }

@@ -2,11 +2,12 @@
 //! that a job that is interrupted (a host hangs, mpirun is killed) keeps
 //! the rounds it measured, and `--resume DIR` runs only the rest.
 //!
-//! A round file, `round-NNN.json`: `{"round": r, "job": {..}, "runs":
-//! [[rank 0's runs], [rank 1's runs], ...]}`, each run as
+//! A round file, `round-NNN.json`: `{"round": r, "job": {..}, "lost":
+//! [ranks], "runs": [[rank 0's runs], [rank 1's runs], ...]}`, each run as
 //! [`super::pairs::PairRun::to_json`] writes it. `job` names what the
 //! rounds belong to (ranks, hosts, test, rails): a resumed job must be the
-//! same one, or its matrix would mix two clusters.
+//! same one, or its matrix would mix two clusters. A round with ranks
+//! `lost` in it is incomplete: `--resume` runs it again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,12 +28,19 @@ pub fn dir(out: &Path) -> PathBuf {
 /// Writes round `r` (each rank's runs as the JSON array it sent) to
 /// `out/rounds/round-NNN.json`: first a temporary file, then a rename, so
 /// that a job killed while writing leaves the whole round or none.
-pub fn write(out: &Path, r: usize, job: &Value, per_rank: &[Vec<u8>]) -> Result<PathBuf, String> {
+/// `lost`: the ranks lost by the end of the round.
+pub fn write(
+    out: &Path,
+    r: usize,
+    job: &Value,
+    per_rank: &[Vec<u8>],
+    lost: &[usize],
+) -> Result<PathBuf, String> {
     let runs: Vec<Value> = per_rank
         .iter()
         .map(|b| serde_json::from_slice(b).unwrap_or(Value::Null))
         .collect();
-    let doc = json!({"round": r, "job": job, "runs": runs});
+    let doc = json!({"round": r, "job": job, "lost": lost, "runs": runs});
     let d = dir(out);
     let path = d.join(format!("round-{r:03}.json"));
     let tmp = d.join(format!(".round-{r:03}.json.tmp"));
@@ -44,8 +52,8 @@ pub fn write(out: &Path, r: usize, job: &Value, per_rank: &[Vec<u8>]) -> Result<
 }
 
 /// The rounds measured under `resume/rounds/` (round -> each rank's runs),
-/// checked to belong to `job`; an error is one line saying what differs
-/// or what is missing.
+/// checked to belong to `job`, without the rounds that lost a rank (they
+/// run again); an error is one line saying what differs or what is missing.
 pub fn read(resume: &Path, job: &Value) -> Result<BTreeMap<usize, Vec<Value>>, String> {
     let d = dir(resume);
     let entries = std::fs::read_dir(&d).map_err(|e| {
@@ -56,16 +64,19 @@ pub fn read(resume: &Path, job: &Value) -> Result<BTreeMap<usize, Vec<Value>>, S
         )
     })?;
     let mut done = BTreeMap::new();
+    let mut files = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if !(name.starts_with("round-") && name.ends_with(".json")) {
             continue;
         }
+        files += 1;
         let path = e.path();
-        let (r, runs) = parse(&path, job)?;
-        done.insert(r, runs);
+        if let (r, Some(runs)) = parse(&path, job)? {
+            done.insert(r, runs);
+        }
     }
-    if done.is_empty() {
+    if files == 0 {
         return Err(format!(
             "--resume {}: no round-NNN.json in {}: name the --out directory of the interrupted job",
             resume.display(),
@@ -75,8 +86,9 @@ pub fn read(resume: &Path, job: &Value) -> Result<BTreeMap<usize, Vec<Value>>, S
     Ok(done)
 }
 
-/// One round file: its round and each rank's runs.
-fn parse(path: &Path, job: &Value) -> Result<(usize, Vec<Value>), String> {
+/// One round file: its round and each rank's runs (none if a rank was
+/// lost in it).
+fn parse(path: &Path, job: &Value) -> Result<(usize, Option<Vec<Value>>), String> {
     let bad = |why: String| format!("--resume: {}: {why}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
@@ -93,7 +105,8 @@ fn parse(path: &Path, job: &Value) -> Result<(usize, Vec<Value>), String> {
         .filter(|a| a.len() == job["ranks"].as_u64().unwrap_or(0) as usize)
         .filter(|a| a.iter().all(Value::is_array))
         .ok_or_else(|| bad("\"runs\" is not one array of runs per rank".into()))?;
-    Ok((r, runs.clone()))
+    let complete = v["lost"].as_array().is_none_or(Vec::is_empty);
+    Ok((r, complete.then(|| runs.clone())))
 }
 
 /// The first key in which the round's job differs from this one.
@@ -144,6 +157,7 @@ mod tests {
             0,
             &j,
             &[b"[]".to_vec(), json!([run(1)]).to_string().into()],
+            &[],
         )
         .unwrap();
         write(
@@ -151,10 +165,13 @@ mod tests {
             2,
             &j,
             &[json!([run(0)]).to_string().into(), b"[]".to_vec()],
+            &[],
         )
         .unwrap();
+        // A round that lost rank 1 is run again by --resume.
+        write(&d, 1, &j, &[b"[]".to_vec(), b"[]".to_vec()], &[1]).unwrap();
         // No temporary file is left beside the rounds.
-        assert_eq!(std::fs::read_dir(dir(&d)).unwrap().count(), 2);
+        assert_eq!(std::fs::read_dir(dir(&d)).unwrap().count(), 3);
         let done = read(&d, &j).unwrap();
         assert_eq!(done.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
         let all = per_rank(&done, 2);

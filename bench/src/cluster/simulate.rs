@@ -672,6 +672,7 @@ fn gather(
         baseline: None,
         nccl: None,
         traffic: None,
+        lost: &[],
     };
     let meta = RunMeta::now("erdma-cluster");
     let whole = super::render_json(&meta, &reports, &problems, &across, &stages);

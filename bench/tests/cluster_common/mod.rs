@@ -11,21 +11,27 @@ pub fn mpirun(np: usize, args: &[&str]) -> (Option<i32>, String, String) {
 
 /// [`mpirun`] with `env` set for every rank.
 pub fn mpirun_env(np: usize, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    mpirun_with(np, &[], args, env)
+}
+
+/// [`mpirun_env`] with options of mpirun's own (`--enable-recovery`).
+pub fn mpirun_with(
+    np: usize,
+    mpirun_opts: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
     let mut c = Command::new("timeout");
-    c.args([
-        "300",
-        "mpirun",
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-np",
-    ])
-    .arg(np.to_string())
-    .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
-    .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
-    .args(args)
-    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    .envs(env.iter().copied());
+    c.args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe"])
+        .args(mpirun_opts)
+        .arg("-np")
+        .arg(np.to_string())
+        .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
+        .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .envs(env.iter().copied());
     for (k, _) in std::env::vars() {
         if k.starts_with("NCCL_") {
             c.env_remove(k);

@@ -498,3 +498,166 @@ pub fn finalize() {
         }
     }
 }
+
+/// Point-to-point bytes on MPI_COMM_WORLD for erdma-cluster's exchanges
+/// among live ranks ([`crate::cluster::live`]): nonblocking sends whose
+/// buffers are kept until MPI is done with them, and receives of messages
+/// already arrived (MPI_Iprobe first), so no call waits on a silent rank.
+pub struct P2p {
+    rank: usize,
+    size: usize,
+    /// How long a receive of a message already announced may take.
+    timeout: Duration,
+    /// Sends in flight with their buffers (a Vec's heap buffer does not
+    /// move when the Vec does).
+    sends: Mutex<Vec<(ffi::MPI_Request, Vec<u8>)>>,
+}
+
+// SAFETY: request handles are process-wide MPI objects; every MPI call
+// through them takes MPI_LOCK, and the list itself is behind a Mutex.
+unsafe impl Send for P2p {}
+// SAFETY: see Send.
+unsafe impl Sync for P2p {}
+
+impl P2p {
+    /// On MPI_COMM_WORLD (MPI initialized by [`Mpi::init`]); a message
+    /// announced must arrive within `timeout`.
+    pub fn world(m: &Mpi, timeout: Duration) -> P2p {
+        P2p {
+            rank: m.rank,
+            size: m.size,
+            timeout,
+            sends: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Drops the sends MPI has finished with (lock held by the caller).
+    fn reap(sends: &mut Vec<(ffi::MPI_Request, Vec<u8>)>) {
+        sends.retain_mut(|(req, _)| {
+            let mut flag: c_int = 0;
+            // SAFETY: `req` is a request from MPI_Isend still owned here;
+            // MPI_Test sets it to MPI_REQUEST_NULL once done. An error keeps
+            // it (and its buffer) for the process's life.
+            let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+            rc != 0 || flag == 0
+        });
+    }
+
+    fn check_peer(&self, peer: usize) -> Result<c_int, String> {
+        (peer < self.size)
+            .then_some(peer as c_int)
+            .ok_or_else(|| format!("no rank {peer} among {}", self.size))
+    }
+}
+
+impl Drop for P2p {
+    fn drop(&mut self) {
+        // Sends still in flight keep their buffers: MPI may still read them.
+        let sends = std::mem::take(self.sends.get_mut().unwrap_or_else(|p| p.into_inner()));
+        std::mem::forget(sends);
+    }
+}
+
+impl crate::cluster::live::Wire for P2p {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn post(&self, to: usize, tag: i32, bytes: Vec<u8>) -> Result<(), String> {
+        let to = self.check_peer(to)?;
+        let n = c_int::try_from(bytes.len()).map_err(|_| "message too large".to_string())?;
+        // Never a zero-length Vec's dangling pointer handed to MPI.
+        let bytes = if bytes.is_empty() {
+            Vec::with_capacity(1)
+        } else {
+            bytes
+        };
+        let mut sends = self.sends.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = lock();
+        // SAFETY: MPI_REQUEST_NULL is a constant handle.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `bytes` holds n bytes and is kept in `sends` (or leaked)
+        // until the request completes; MPI initialized; lock held.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                bytes.as_ptr() as *mut _,
+                n,
+                ffi::RSMPI_UINT8_T,
+                to,
+                tag,
+                ffi::RSMPI_COMM_WORLD,
+                &mut req,
+            )
+        };
+        if rc != 0 {
+            return Err(format!("MPI_Isend: {}", error_text(rc)));
+        }
+        sends.push((req, bytes));
+        Self::reap(&mut sends);
+        Ok(())
+    }
+    fn take(&self, from: usize, tag: i32) -> Result<Option<Vec<u8>>, String> {
+        let from = self.check_peer(from)?;
+        let _g = lock();
+        let mut flag: c_int = 0;
+        // SAFETY: a zeroed status is plain data that MPI overwrites.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: MPI initialized; Iprobe writes `flag` and `status`.
+        let rc =
+            unsafe { ffi::MPI_Iprobe(from, tag, ffi::RSMPI_COMM_WORLD, &mut flag, &mut status) };
+        if rc != 0 {
+            return Err(format!("MPI_Iprobe: {}", error_text(rc)));
+        }
+        if flag == 0 {
+            return Ok(None);
+        }
+        let mut count: c_int = 0;
+        // SAFETY: `status` describes the probed message.
+        unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+        // One extra byte: a zero-length Vec's dangling pointer is never
+        // handed to MPI.
+        let mut buf = vec![0u8; count.max(0) as usize + 1];
+        // SAFETY: MPI_REQUEST_NULL is a constant handle.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `buf` holds count + 1 bytes and outlives the request (it
+        // is leaked below if the request does not complete); lock held.
+        let rc = unsafe {
+            ffi::MPI_Irecv(
+                buf.as_mut_ptr().cast(),
+                count,
+                ffi::RSMPI_UINT8_T,
+                from,
+                tag,
+                ffi::RSMPI_COMM_WORLD,
+                &mut req,
+            )
+        };
+        if rc != 0 {
+            return Err(format!("MPI_Irecv: {}", error_text(rc)));
+        }
+        // The message is announced, but a large one still needs its sender
+        // to move its bytes: a sender stopped half-way must not hold us.
+        let until = Instant::now() + self.timeout;
+        loop {
+            let mut done: c_int = 0;
+            // SAFETY: `req` is the receive posted above.
+            let rc = unsafe { ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+            if rc != 0 || (done == 0 && Instant::now() > until) {
+                std::mem::forget(buf);
+                return Err(if rc != 0 {
+                    format!("MPI_Test: {}", error_text(rc))
+                } else {
+                    "a message announced did not arrive in time".into()
+                });
+            }
+            if done != 0 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        buf.truncate(count.max(0) as usize);
+        Ok(Some(buf))
+    }
+}
