@@ -69,7 +69,8 @@ pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
     after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs] \
                   [--nccl] [--baseline DIR]\n\
                   Exit status: 0 every check ok on every host; 1 a warning; 2 a failure (a pair or \
-                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA); 3 bad arguments; 4 a \
+                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA, \
+                  a host/NIC/link verdict the retest confirmed); 3 bad arguments; 4 a \
                   report could not be written or read; 5 a rank was lost (no answer within \
                   --timeout in a stage: stopped, hung or gone) or MPI failed."
 )]

@@ -13,7 +13,7 @@
 #![cfg_attr(not(test), no_main)]
 
 use erdma_bench::cli;
-use erdma_bench::cluster::{self, Args, nccl, pairs, steps, traffic};
+use erdma_bench::cluster::{self, Args, nccl, pairs, traffic};
 use erdma_bench::doctor::{self, system::SystemHost};
 use erdma_bench::meta::RunMeta;
 
@@ -268,7 +268,7 @@ static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 struct PairStage {
     raw: Vec<Vec<u8>>,
     eps: Vec<Vec<pairs::Endpoint>>,
-    plan: Option<steps::JobPlan>,
+    plan: Option<cluster::steps::JobPlan>,
 }
 
 /// The pair stage round by round: after each round every rank's runs go
@@ -387,7 +387,7 @@ fn announce(
     rank: usize,
     eps: &[Vec<pairs::Endpoint>],
     job: &mut serde_json::Value,
-) -> Option<steps::JobPlan> {
+) -> Option<cluster::steps::JobPlan> {
     let plan = cluster::job_plan(args, eps.len(), pairs::common_rails(eps)).ok()?;
     if plan.budgeted {
         job["schedule"] = serde_json::json!(plan.describe());
