@@ -23,6 +23,10 @@ pub const K_SIGMA: f64 = 5.0;
 /// The smallest slowdown called a fault, relative to the reference.
 pub const MIN_EFFECT: f64 = 0.10;
 
+/// The lowest low line: however wide the spread, a cell under this share
+/// of the reference is low.
+pub const MIN_LOWLINE: f64 = 0.05;
+
 /// What a verdict blames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -205,7 +209,11 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
     // The median of |x| for x normal is 0.674 sigma: 1.4826 turns it into sigma.
     let spread = upper_median(&mut above).map_or(0.0, |m| 1.4826 * m);
     let threshold = (K_SIGMA * spread).max(MIN_EFFECT);
-    let lowline = 1.0 - threshold;
+    // A spread so wide that the line would fall to 0 or under (an emulated
+    // device's runs) keeps a small positive line: a cell at a few percent
+    // of the reference is still low, and the baseline's scaling below
+    // keeps its sign.
+    let lowline = (1.0 - threshold).max(MIN_LOWLINE);
     if let Some(base) = &rail.baseline {
         for c in 0..n {
             for s in 0..n {
