@@ -68,7 +68,13 @@ pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
         .flat_map(|v| v.hosts.iter().copied())
         .collect();
     let good: Vec<usize> = (0..hosts).filter(|h| !blamed.contains(h)).collect();
-    let req = requests(d);
+    // The worst suspects first: when the rounds or the good hosts run out,
+    // the clearest fault is the one retested.
+    let mut worst_first = d.clone();
+    worst_first
+        .verdicts
+        .sort_by(|a, b| severity(a).total_cmp(&severity(b)));
+    let req = requests(&worst_first);
     let (mut rounds, left) = schedule::retest_pairs(&req, &good, hosts, max_rounds);
     rounds.retain(|r| !r.is_empty());
     Plan {
@@ -86,6 +92,23 @@ pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
         left: left.len(),
         good: good.len(),
     }
+}
+
+/// How far under the cluster a verdict's cells are (its lowest row or
+/// column median, or a link's lowest direction over the median); 1 when
+/// its numbers do not say.
+fn severity(v: &Verdict) -> f64 {
+    let mut worst = 1.0f64;
+    for (k, x) in &v.numbers {
+        if k.ends_with("_row") || k.ends_with("_column") {
+            worst = worst.min(*x);
+        }
+        let nic = k.strip_suffix("_ab_gbps").or(k.strip_suffix("_ba_gbps"));
+        if let Some(m) = nic.and_then(|p| v.numbers.get(&format!("{p}_median_gbps"))) {
+            worst = worst.min(x / m);
+        }
+    }
+    worst
 }
 
 impl Plan {
@@ -307,6 +330,23 @@ mod tests {
         };
         let p = plan(&d, 3, 1);
         assert_eq!((p.pairs(), p.left), (1, 1));
+    }
+
+    #[test]
+    fn the_worst_suspect_is_retested_first() {
+        let mut mild = verdict(Kind::Host, &[0], false);
+        mild.numbers.insert("nic0_row".into(), 0.8);
+        let mut bad = verdict(Kind::Host, &[2], false);
+        bad.numbers.insert("nic0_column".into(), 0.3);
+        let d = Diagnosis {
+            verdicts: vec![mild, bad],
+            notes: Vec::new(),
+        };
+        // One good host (1), one round: host 2 meets it.
+        let p = plan(&d, 3, 1);
+        assert_eq!(p.rounds, vec![vec![(2, 1)]]);
+        // The suspects keep the diagnosis's order.
+        assert_eq!(p.suspects[0].hosts, vec![0]);
     }
 
     #[test]

@@ -257,6 +257,40 @@ fn a_wide_spread_keeps_the_baseline_the_right_way_round() {
     );
 }
 
+/// The whole cluster at half its baseline (other load) and host 3 at a
+/// sixth: host 3 is named, the others not, and a note says the cluster
+/// drifted.
+#[test]
+fn a_cluster_slower_than_its_baseline_is_judged_host_against_host() {
+    let mut rails = cluster(
+        6,
+        1,
+        0.04,
+        5,
+        |_, c, s| if c == 3 || s == 3 { 0.16 } else { 0.5 },
+    );
+    rails[0].baseline = Some(vec![vec![Some(100.0); 6]; 6]);
+    let names = names(6);
+    let d = diagnose(&Input {
+        names: &names,
+        rails: &rails,
+        lost: &[],
+        port_gbps: None,
+        fail_below: 0.9,
+    });
+    assert_eq!(
+        kinds(&d),
+        vec![(Kind::Host, vec![3], None)],
+        "{:?}",
+        d.verdicts
+    );
+    assert!(
+        d.notes.iter().any(|n| n.contains("of their baseline")),
+        "{:?}",
+        d.notes
+    );
+}
+
 #[test]
 fn two_hosts_a_slow_direction() {
     let mut r = Rail::new(2);
