@@ -1022,13 +1022,15 @@ pub fn retest_plan(args: &Args, raw_reports: &[Vec<u8>], pair_raw: &[Vec<u8>]) -
     retest::plan(&d, n, schedule::retest_rounds(n))
 }
 
-/// `ERDMA_CLUSTER_HOOK=suspect:R` (tests): rank R is a suspect of the first
-/// pass whatever was measured, so that a job without RDMA devices still
-/// plans, gathers and runs its retest rounds.
+/// `ERDMA_CLUSTER_HOOK=suspect:R` (tests; with others, comma-separated):
+/// rank R is a suspect of the first pass whatever was measured, so that a
+/// job without RDMA devices (or with the rig's wide spread) still plans,
+/// gathers and runs its retest rounds for it.
 fn suspect_hook(d: &mut diagnose::Diagnosis, n: usize) {
     let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
     if let Some(r) = hook
-        .strip_prefix("suspect:")
+        .split(',')
+        .find_map(|h| h.strip_prefix("suspect:"))
         .and_then(|r| r.trim().parse::<usize>().ok())
         .filter(|&r| r < n)
     {

@@ -455,7 +455,8 @@ fn round_hook(rank: usize, round: usize) {
     }
 }
 
-/// `ERDMA_CLUSTER_HOOK=slow:R` (tests): every run rank R takes part in
+/// `ERDMA_CLUSTER_HOOK=slow:R` (tests; with others, comma-separated):
+/// every run rank R takes part in
 /// runs with a path MTU of 256 bytes on both sides (`-m 256`), which
 /// really moves its bytes slower (4 times the packets of a 1024-byte MTU
 /// on Soft-RoCE), as a host with a wrong MTU would: the retest then finds
@@ -463,7 +464,8 @@ fn round_hook(rank: usize, round: usize) {
 fn slow_hook(argv: &mut Vec<String>, me: usize, peer: usize) {
     let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
     let target = hook
-        .strip_prefix("slow:")
+        .split(',')
+        .find_map(|h| h.strip_prefix("slow:"))
         .and_then(|r| r.trim().parse::<usize>().ok());
     if target.is_some_and(|t| t == me || t == peer) {
         // After the test's name: the options before the peer's address.

@@ -95,10 +95,10 @@ pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
 }
 
 /// How far under the cluster a verdict's cells are (its lowest row or
-/// column median, or a link's lowest direction over the median); 1 when
-/// its numbers do not say.
+/// column median, or a link's lowest direction over the median); 0 (first)
+/// when it has no numbers: nothing says it is mild.
 fn severity(v: &Verdict) -> f64 {
-    let mut worst = 1.0f64;
+    let mut worst = if v.numbers.is_empty() { 0.0 } else { 1.0f64 };
     for (k, x) in &v.numbers {
         if k.ends_with("_row") || k.ends_with("_column") {
             worst = worst.min(*x);
