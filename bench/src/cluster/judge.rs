@@ -51,6 +51,10 @@ pub struct Judged {
     pub retest_ran: bool,
     /// How many of the last verdicts come from the NCCL stage.
     pub from_nccl: usize,
+    /// The retest's plan, when it ran.
+    pub plan: Option<retest::Plan>,
+    /// The ranks of the job.
+    pub ranks: usize,
 }
 
 /// The busbw at the largest size of each host-alone NCCL stage that
@@ -130,10 +134,19 @@ pub fn judge(reports: &[HostReport], stages: &Stages) -> Option<Judged> {
         diagnosis: d,
         retest_ran: stages.retest.is_some(),
         from_nccl,
+        plan: stages.retest.map(|r| r.plan.clone()),
+        ranks: reports.len(),
     })
 }
 
 impl Judged {
+    /// Whether the retest confirmed verdict `v` (see [`retest::Plan::confirms`]).
+    fn confirmed(&self, v: &diagnose::Verdict) -> bool {
+        self.plan
+            .as_ref()
+            .is_some_and(|p| p.confirms(v, self.ranks))
+    }
+
     /// What the verdicts do to the exit status: with the retest, each
     /// verdict's [`retest::verdict_status`]; without it only the NCCL
     /// stage's host verdicts, as warnings (the pair verdicts of a job
@@ -146,7 +159,7 @@ impl Judged {
             .enumerate()
             .map(|(i, v)| match (self.retest_ran, i >= n - self.from_nccl) {
                 (_, true) => Status::Warn,
-                (true, false) => retest::verdict_status(v),
+                (true, false) => retest::verdict_status(v, self.confirmed(v)),
                 (false, false) => Status::Ok,
             })
             .max()
@@ -166,7 +179,7 @@ impl Judged {
                     let st = if nccl {
                         Status::Warn
                     } else {
-                        retest::verdict_status(v)
+                        retest::verdict_status(v, self.confirmed(v))
                     };
                     j["status"] = json!(st);
                 }
@@ -184,7 +197,8 @@ impl Judged {
             if i >= n - self.from_nccl {
                 v.why.push_str(": a warning");
             } else if self.retest_ran {
-                v.why = format!("{}: {}", v.why, retest::outcome(v));
+                let confirmed = self.confirmed(v);
+                v.why = format!("{}: {}", v.why, retest::outcome(v, confirmed));
             }
         }
         diagnose::render_text(&d, &self.names)

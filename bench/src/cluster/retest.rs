@@ -181,32 +181,56 @@ impl Plan {
     }
 }
 
-/// What a final verdict does to the exit status once the job retested:
-/// a lost host or a verdict the retest confirmed fails, one it did not
-/// retest warns.
-pub fn verdict_status(v: &Verdict) -> Status {
-    if v.kind == Kind::Lost || v.retested {
+impl Plan {
+    /// Whether the retest confirms `v` (of a job of `hosts` ranks): the
+    /// final diagnosis still has it, the retest measured its cells again,
+    /// and it paired one of its hosts with a host judged good, so that
+    /// the verdict does not rest on the suspects measuring each other (two
+    /// ranks, or every rank a suspect, cannot confirm anything).
+    pub fn confirms(&self, v: &Verdict, hosts: usize) -> bool {
+        let suspect: BTreeSet<usize> = self
+            .suspects
+            .iter()
+            .flat_map(|s| s.hosts.iter().copied())
+            .collect();
+        let good = |h: usize| h < hosts && !suspect.contains(&h) && !v.hosts.contains(&h);
+        v.retested
+            && self.rounds.iter().flatten().any(|&(a, b)| {
+                (v.hosts.contains(&a) && good(b)) || (v.hosts.contains(&b) && good(a))
+            })
+    }
+}
+
+/// What a final verdict does to the exit status once the job retested: a
+/// lost host or a verdict the retest `confirmed` ([`Plan::confirms`])
+/// fails, any other warns.
+pub fn verdict_status(v: &Verdict, confirmed: bool) -> Status {
+    if v.kind == Kind::Lost || confirmed {
         Status::Fail
     } else {
         Status::Warn
     }
 }
 
-/// The worst of the verdicts ([`verdict_status`]); ok when there is none.
-pub fn status(d: &Diagnosis) -> Status {
+/// The worst of the verdicts of a job of `hosts` ranks after the retest
+/// `plan` ([`verdict_status`]); ok when there is none.
+pub fn status(d: &Diagnosis, plan: &Plan, hosts: usize) -> Status {
     d.verdicts
         .iter()
-        .map(verdict_status)
+        .map(|v| verdict_status(v, plan.confirms(v, hosts)))
         .max()
         .unwrap_or(Status::Ok)
 }
 
 /// The words a verdict's line ends with once the job retested.
-pub fn outcome(v: &Verdict) -> &'static str {
-    match (v.kind, v.retested) {
-        (Kind::Lost, _) => "a failure",
-        (_, true) => "confirmed by the retest: a failure",
-        (_, false) => "not confirmed (no retest measured it): a warning",
+pub fn outcome(v: &Verdict, confirmed: bool) -> &'static str {
+    match (v.kind, confirmed, v.retested) {
+        (Kind::Lost, _, _) => "a failure",
+        (_, true, _) => "confirmed by the retest: a failure",
+        (_, false, true) => {
+            "not confirmed (the retest measured it, but not against a host judged good): a warning"
+        }
+        (_, false, false) => "not confirmed (no retest measured it): a warning",
     }
 }
 
@@ -352,17 +376,45 @@ mod tests {
     #[test]
     fn confirmed_verdicts_fail_and_unconfirmed_ones_warn() {
         let mut d = Diagnosis::default();
-        assert_eq!(status(&d), Status::Ok);
+        let p = Plan {
+            suspects: vec![Suspect {
+                kind: "nic".into(),
+                hosts: vec![2],
+                nic: None,
+            }],
+            rounds: vec![vec![(2, 3)], vec![(0, 1)]],
+            left: 0,
+            good: 2,
+        };
+        assert_eq!(status(&d, &p, 4), Status::Ok);
         d.verdicts.push(verdict(Kind::Direction, &[0, 1], false));
-        assert_eq!(status(&d), Status::Warn);
-        assert!(outcome(&d.verdicts[0]).contains("not confirmed"));
+        assert_eq!(status(&d, &p, 4), Status::Warn);
+        assert!(outcome(&d.verdicts[0], false).contains("no retest measured it"));
+        // Measured again, but only by each other: not confirmed.
+        d.verdicts[0].retested = true;
+        assert!(!p.confirms(&d.verdicts[0], 4));
+        assert_eq!(status(&d, &p, 4), Status::Warn);
+        assert!(outcome(&d.verdicts[0], false).contains("not against a host judged good"));
+        // Host 2 met host 3, judged good: confirmed.
         d.verdicts.push(verdict(Kind::Nic, &[2], true));
-        assert_eq!(status(&d), Status::Fail);
-        assert!(outcome(&d.verdicts[1]).starts_with("confirmed"));
+        assert!(p.confirms(&d.verdicts[1], 4));
+        assert_eq!(status(&d, &p, 4), Status::Fail);
+        assert!(outcome(&d.verdicts[1], true).starts_with("confirmed"));
         assert_eq!(
-            verdict_status(&verdict(Kind::Lost, &[3], false)),
+            verdict_status(&verdict(Kind::Lost, &[3], false), false),
             Status::Fail
         );
+        // Two ranks: a direction retested against itself stays a warning.
+        let two = plan(
+            &Diagnosis {
+                verdicts: vec![verdict(Kind::Direction, &[0, 1], false)],
+                notes: Vec::new(),
+            },
+            2,
+            2,
+        );
+        assert_eq!(two.rounds, vec![vec![(0, 1)]]);
+        assert!(!two.confirms(&verdict(Kind::Direction, &[0, 1], true), 2));
     }
 
     #[test]
