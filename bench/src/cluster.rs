@@ -26,11 +26,14 @@ pub mod baseline;
 pub mod diagnose;
 pub mod html;
 pub mod live;
+pub mod judge;
 pub mod nccl;
 pub mod pairs;
+pub mod retest;
 pub mod rounds;
 pub mod schedule;
 pub mod simulate;
+pub mod steps;
 pub mod traffic;
 use baseline::Comparison;
 use pairs::Matrix;
@@ -67,7 +70,8 @@ pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
     after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs] \
                   [--nccl] [--baseline DIR]\n\
                   Exit status: 0 every check ok on every host; 1 a warning; 2 a failure (a pair or \
-                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA); 3 bad arguments; 4 a \
+                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA, \
+                  a host/NIC/link verdict the retest confirmed); 3 bad arguments; 4 a \
                   report could not be written or read; 5 a rank was lost (no answer within \
                   --timeout in a stage: stopped, hung or gone) or MPI failed."
 )]
@@ -137,6 +141,12 @@ pub struct Stages<'a> {
     pub traffic: Option<&'a traffic::Proof>,
     /// The ranks lost during the job, with why.
     pub lost: &'a [(usize, String)],
+    /// The pair stage's schedule: `{"schedule": text, "predicted_wall_s",
+    /// "pair_wall_s"}` (the real job's).
+    pub schedule: Option<&'a Value>,
+    /// The retest rounds of the real job (their verdicts then set the exit
+    /// status).
+    pub retest: Option<&'a judge::Retested>,
 }
 
 impl Stages<'_> {
@@ -417,6 +427,7 @@ pub fn worst(reports: &[HostReport], across: &[Problem]) -> Status {
 /// The worst of the checks, the differences, the pair runs and the baseline.
 pub fn overall(reports: &[HostReport], across: &[Problem], stages: &Stages) -> Status {
     let w = worst(reports, across);
+    let w = w.max(judge::status(reports, stages));
     stages.status().map_or(w, |s| w.max(s))
 }
 
@@ -493,9 +504,7 @@ pub fn render_text(
     if let Some(t) = stages.traffic {
         s.push_str(&t.render_text());
     }
-    if let Some((names, d)) = pair_verdicts(reports, stages) {
-        s.push_str(&diagnose::render_text(&d, &names));
-    }
+    s.push_str(&judge::render_text(reports, stages));
     let worst = overall(reports, across, stages);
     let lost = match stages.lost.len() {
         0 => String::new(),
@@ -586,16 +595,15 @@ pub fn render_json(
     if let Some(t) = stages.traffic {
         m.insert("traffic".into(), t.to_json());
     }
-    if let Some((names, d)) = pair_verdicts(reports, stages) {
-        m.insert("verdicts".into(), diagnose::to_json(&d, &names));
-    }
+    judge::add_json(&mut m, reports, stages);
     Value::Object(m)
 }
 
 /// The pair matrix judged by [`diagnose`] (docs/cluster-diagnosis.md),
-/// against the baseline when given: the ranks' labels and the verdicts. One
-/// run per cell, no retest rounds in the real job yet; the verdicts do not
-/// change the exit status.
+/// against the baseline when given, with the retest's runs when the job
+/// ran them: the ranks' labels and the verdicts. Runs that shared a port
+/// count at their rate times the runs sharing it; [`judge`] adds the NCCL
+/// stage's verdicts and decides what they do to the exit status.
 pub fn pair_verdicts(
     reports: &[HostReport],
     stages: &Stages,
@@ -622,6 +630,26 @@ pub fn pair_verdicts(
             gbps: m.gbps.clone(),
             ..Default::default()
         });
+    }
+    let index = |k: usize| m.rails.iter().position(|r| r.rail == k);
+    for r in m.runs.iter().filter(|r| r.role == "client" && r.share > 1) {
+        if let (Some(k), Some(g)) = (r.rail.and_then(index), r.gbps)
+            && let Some(cell) = rails.get_mut(k).and_then(|x| x.gbps.get_mut(r.client))
+        {
+            cell[r.server] = Some(g * r.share as f64);
+        }
+    }
+    for (c, s, k, g) in stages
+        .retest
+        .into_iter()
+        .flat_map(judge::Retested::measured)
+    {
+        if let Some(rail) = index(k).and_then(|i| rails.get_mut(i))
+            && c < n
+            && s < n
+        {
+            rail.extra.entry((c, s)).or_default().push(g);
+        }
     }
     let rail = &mut rails[0];
     if let Some(c) = stages.baseline {
@@ -736,6 +764,11 @@ pub struct Gathered {
     /// The ranks lost during the job (no answer within `--timeout`), with
     /// why; the others went on without them.
     pub lost: Vec<(usize, String)>,
+    /// The pair stage's schedule: `{"schedule": text, "predicted_wall_s",
+    /// "pair_wall_s"}`.
+    pub schedule: Option<Value>,
+    /// The retest rounds' plan and each rank's retest runs.
+    pub retest: Option<(retest::Plan, Vec<Vec<u8>>)>,
 }
 
 /// The check a lost rank's report gets (its own, or one made for it when
@@ -962,12 +995,24 @@ pub fn report_with(
             return EXIT_OUTPUT;
         }
     };
+    let retested = match &g.retest {
+        Some((plan, raw)) => match judge::Retested::from_ranks(plan.clone(), raw) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                let _ = writeln!(err, "erdma-cluster: {e}");
+                return EXIT_OUTPUT;
+            }
+        },
+        None => None,
+    };
     let stages = Stages {
         pairs: m,
         baseline: against.as_ref(),
         nccl: nccl_report.as_ref(),
         traffic: proof.as_ref(),
         lost: &g.lost,
+        schedule: g.schedule.as_ref(),
+        retest: retested.as_ref(),
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -1002,7 +1047,104 @@ pub fn check_args(args: &Args) -> Result<(), String> {
     }
     check_skips(args)?;
     check_timeout(args)?;
+    check_budget(args)?;
     check_baseline(args)
+}
+
+/// Rank 0's retest plan after the main rounds: the first pass's verdicts
+/// (`pair_raw`: each rank's runs, `raw_reports`: the doctor documents),
+/// against the baseline when given, and their retest rounds
+/// ([`retest::plan`]); no retest when the runs cannot be read.
+pub fn retest_plan(args: &Args, raw_reports: &[Vec<u8>], pair_raw: &[Vec<u8>]) -> retest::Plan {
+    let (Ok(reports), Ok(m)) = (
+        parse_reports(raw_reports),
+        Matrix::from_ranks(&args.pair.pair_test, pair_raw),
+    ) else {
+        return retest::Plan::default();
+    };
+    let labels = safe_labels(&reports);
+    let against = args
+        .baseline
+        .as_deref()
+        .map(|dir| baseline::compare(dir, args.fail_below, &labels, &m));
+    let stages = Stages {
+        pairs: Some(&m),
+        baseline: against.as_ref(),
+        ..Default::default()
+    };
+    let n = reports.len();
+    let mut d = pair_verdicts(&reports, &stages)
+        .map(|x| x.1)
+        .unwrap_or_default();
+    suspect_hook(&mut d, n);
+    retest::plan(&d, n, schedule::retest_rounds(n))
+}
+
+/// `ERDMA_CLUSTER_HOOK=suspect:R` (tests; with others, comma-separated):
+/// rank R is a suspect of the first pass whatever was measured, so that a
+/// job without RDMA devices (or with the rig's wide spread) still plans,
+/// gathers and runs its retest rounds for it.
+fn suspect_hook(d: &mut diagnose::Diagnosis, n: usize) {
+    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
+    if let Some(r) = hook
+        .split(',')
+        .find_map(|h| h.strip_prefix("suspect:"))
+        .and_then(|r| r.trim().parse::<usize>().ok())
+        .filter(|&r| r < n)
+    {
+        d.verdicts.push(diagnose::Verdict {
+            kind: diagnose::Kind::Host,
+            hosts: vec![r],
+            nic: None,
+            why: "named by ERDMA_CLUSTER_HOOK=suspect (a test)".into(),
+            numbers: Default::default(),
+            retested: false,
+        });
+    }
+}
+
+/// `--budget` needs a schedule to pick: the pair stage's or the simulator's.
+pub fn check_budget(args: &Args) -> Result<(), String> {
+    match args.sim.budget {
+        Some(b) if !args.pair.pairs && args.sim.simulate.is_none() => Err(format!(
+            "--budget {b}: needs --pairs (the real job's pair stage) or --simulate"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The pair stage's schedule for `size` ranks with `rails` NICs each
+/// (`--budget`, the run length of `--perf-args`), or why it cannot be.
+pub fn job_plan(args: &Args, size: usize, rails: usize) -> Result<steps::JobPlan, String> {
+    let o = pairs::options(&args.pair, 0)?;
+    steps::JobPlan::new(
+        size,
+        args.sim.budget.map(|m| m * 60.0),
+        pairs::combos(rails, args.pair.cross_rails),
+        steps::run_seconds(&o),
+    )
+}
+
+/// With `--budget`: the schedule fits it and its ports (the main rounds
+/// and the most retest rounds, one rank per host: a host's further ranks
+/// are checked per run) fit below 65536.
+pub fn check_job(args: &Args, size: usize) -> Result<(), String> {
+    if args.sim.budget.is_none() || size < 2 {
+        return Ok(());
+    }
+    let rails = (0..args.pair.devices.len())
+        .filter_map(|r| pairs::given_rails(&args.pair, r).map(|v| v.len()))
+        .max()
+        .unwrap_or(1);
+    let plan = job_plan(args, size, rails)?;
+    let need = plan.all_ports(1);
+    if u32::from(args.pair.pair_port) + need > 65535 {
+        return Err(format!(
+            "--pair-port {}: {size} ranks under --budget need {need} ports from there: take a lower port",
+            args.pair.pair_port
+        ));
+    }
+    Ok(())
 }
 
 /// `--baseline DIR` names a directory (a typo must fail the CI gate at

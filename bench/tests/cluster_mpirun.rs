@@ -576,3 +576,99 @@ fn a_rank_killed_mid_pairs_the_others_finish() {
         "the 3 live ranks' 6 directions: {clients:?}"
     );
 }
+
+/// `--budget` on 4 ranks without RDMA: rank 0 prints the schedule and its
+/// predicted wall time once, the JSON has both beside the measured one;
+/// a suspect named by the test hook is retested in rounds that rank 0
+/// planned and gathered to every rank (both directions at once, with good
+/// hosts), each run failing as every run does here.
+#[test]
+fn budget_prints_the_plan_and_the_retest_is_gathered_and_run() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let args = [
+        "--json",
+        "--skip",
+        "gpu",
+        "--pairs",
+        "--perf-args",
+        "-s 4096 -n 10",
+        "--pair-port",
+        "19700",
+    ];
+    let mut budget = args.to_vec();
+    budget.extend(["--budget", "5"]);
+    let (code, out, err) = mpirun_env(4, &budget, &[("ERDMA_CLUSTER_HOOK", "suspect:2")]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    let plan = "erdma-cluster: pair stage: full matrix (circle method, both directions at once), \
+                1 partner per round, 3 rounds + at most 2 retest rounds, 1 step each";
+    assert_eq!(err.matches(plan).count(), 1, "{err}");
+    assert!(err.contains("within --budget"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    // (3 + 2) rounds x 1 step x (2 s assumed + 0.3 s).
+    let predicted = v["predicted_wall_s"].as_f64().expect("predicted_wall_s");
+    assert!((predicted - 11.5).abs() < 1e-9, "{predicted}");
+    assert!(v["pair_wall_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(
+        v["schedule"]
+            .as_str()
+            .unwrap()
+            .contains("both directions at once")
+    );
+    // 12 directed pairs, both sides each.
+    assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24);
+    let rt = &v["retest"];
+    assert_eq!(
+        rt["suspects"],
+        serde_json::json!([{"kind": "host", "hosts": [2], "nic": null}])
+    );
+    let rounds = rt["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{rt}");
+    let mut partners = Vec::new();
+    for r in rounds {
+        let p = &r[0];
+        assert_eq!(p[0], 2, "{rt}");
+        partners.push(p[1].as_u64().unwrap());
+    }
+    assert!(partners[0] != partners[1] && !partners.contains(&2), "{rt}");
+    // 2 pairs x 2 directions x 2 sides, each failing without a device.
+    let runs = rt["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 8, "{rt}");
+    for r in runs {
+        let e = r["error"].as_str().expect("every retest run failed");
+        assert!(e.starts_with("no RDMA device"), "{e}");
+    }
+    // Without --budget: today's schedule, each direction its own run, and
+    // the retest the same way.
+    let (code, out, err) = mpirun_env(4, &args, &[("ERDMA_CLUSTER_HOOK", "suspect:1")]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains("pair stage: full matrix (circle method, each direction its own run)"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    // (3 + 2) rounds x 2 steps x 2.3 s.
+    assert!(
+        (v["predicted_wall_s"].as_f64().unwrap() - 23.0).abs() < 1e-9,
+        "{v}"
+    );
+    assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24);
+    assert_eq!(
+        v["retest"]["runs"].as_array().unwrap().len(),
+        8,
+        "{}",
+        v["retest"]
+    );
+}
+
+#[test]
+fn a_budget_too_small_or_without_pairs_is_said_once() {
+    let (code, _, err) = mpirun(4, &["--pairs", "--budget", "0.01"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(err.matches("give a larger budget").count(), 1, "{err}");
+    let (code, _, err) = mpirun(2, &["--budget", "5"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(err.matches("--budget 5: needs --pairs").count(), 1, "{err}");
+}

@@ -412,3 +412,93 @@ fn four_ranks_sharing_a_host_over_rxe() {
     let stages = v["nccl"]["stages"].as_array().unwrap();
     assert_eq!(stages.len(), 3, "two hosts alone, then all: {stages:?}");
 }
+
+/// Four ranks over rxe with `--budget`: both directions of a pair at once
+/// (a client and a server thread in each rank), the plan printed first, the
+/// retest planned by rank 0, gathered and run over the devices. Rank 3's
+/// runs really move their bytes slower (`ERDMA_CLUSTER_HOOK=slow:3`: a
+/// 256-byte path MTU on both sides of every run it takes part in) and it
+/// is made a suspect (`suspect:3`), so the retest pairs it with two other
+/// ranks whatever the first pass judged: in this emulated rig healthy
+/// pairs spread from 0.018 to 0.050 Gb/s (one job, no hook) and the slowed
+/// rank's cells were at 0.3 to 0.96 of their baseline, too close to the
+/// spread for a verdict to be sure (docs/cluster-diagnosis.md). Whatever
+/// the verdicts, the exit status follows them: a confirmed one fails.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn four_ranks_with_a_budget_retest_a_slowed_rank() {
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    // 100 iterations: a slowed run (0.008 Gb/s) takes 7 s, 15 s while
+    // another 4-rank test shares the VM, within erdma-perf's 30 s timeout.
+    let perf = format!("-x {gid} -s 65536 -n 100 --report_gbits");
+    let args = [
+        "--json",
+        "--skip",
+        "gpu",
+        "--pairs",
+        "--devices",
+        "rxe0,rxe1",
+        "--perf-args",
+        &perf,
+        "--pair-port",
+        "19800",
+        "--budget",
+        "10",
+    ];
+    let (code, text, err) = mpirun_env(4, &args, &[("ERDMA_CLUSTER_HOOK", "slow:3,suspect:3")]);
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
+    // The numbers, for the log.
+    eprintln!("rank 3 slowed, Gb/s: {}", v["pairs"]["gbps"]);
+    eprintln!("verdicts: {}", v["verdicts"]);
+    let plan = "erdma-cluster: pair stage: full matrix (circle method, both directions at once), \
+                1 partner per round, 3 rounds + at most 2 retest rounds";
+    assert_eq!(err.matches(plan).count(), 1, "{err}");
+    assert!(v["predicted_wall_s"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["pair_wall_s"].as_f64().unwrap() > 0.0, "{v}");
+    let runs = v["pairs"]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 24, "12 directed pairs x 2 sides");
+    for r in runs {
+        assert_eq!(r["verified"], true, "{r}");
+        // The slowed rank's runs ran with the small MTU, the others not.
+        let slowed = r["client"] == 3 || r["server"] == 3;
+        let mtu = if slowed { 256 } else { 1024 };
+        if r["role"] == "client" {
+            assert_eq!(r["doc"]["mtu"], mtu, "{}", r["rerun"]);
+        }
+    }
+    let rt = &v["retest"];
+    let suspects = rt["suspects"].as_array().unwrap();
+    assert!(
+        suspects.contains(&serde_json::json!({"kind": "host", "hosts": [3], "nic": null})),
+        "{rt}"
+    );
+    // Rank 3 met two other ranks; every retest run checked its bytes.
+    let mut met: Vec<u64> = rt["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter())
+        .filter(|p| p[0] == 3)
+        .map(|p| p[1].as_u64().unwrap())
+        .collect();
+    met.sort_unstable();
+    met.dedup();
+    assert_eq!(met.len(), 2, "{rt}");
+    let rruns = rt["runs"].as_array().unwrap();
+    let pairs: usize = rt["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().len())
+        .sum();
+    assert_eq!(rruns.len(), 4 * pairs, "{rt}");
+    assert!(rruns.iter().all(|r| r["verified"] == true), "{rt}");
+    let failed = v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["status"] == "fail");
+    let expect = if failed { 2 } else { 1 };
+    assert_eq!(code, Some(expect), "{}\n{err}", v["verdicts"]);
+}

@@ -38,6 +38,7 @@ fn parse(speak: bool, size: usize) -> Result<Args, i32> {
         if a.pair.pairs {
             pairs::options(&a.pair, 0)?;
             pairs::check_ports(&a.pair, size)?;
+            cluster::check_job(&a, size)?;
         }
         Ok(())
     };
@@ -272,6 +273,15 @@ mod world {
 #[cfg(feature = "mpi")]
 static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// What the pair stage leaves for the retest: rank 0's runs of every
+/// round (every rank's), the ranks' endpoints and the schedule.
+#[cfg(feature = "mpi")]
+struct PairStage {
+    raw: Vec<Vec<u8>>,
+    eps: Vec<Vec<pairs::Endpoint>>,
+    plan: Option<cluster::steps::JobPlan>,
+}
+
 /// The pair stage round by round: after each round every rank's runs go
 /// to rank 0, which writes them under `--out DIR/rounds/` (a job that is
 /// interrupted keeps what it measured); with `--resume` the rounds found
@@ -283,7 +293,7 @@ fn pair_stage(
     host: &SystemHost,
     hosts: &[String],
     world: &world::World,
-) -> Vec<Vec<u8>> {
+) -> PairStage {
     // The options were checked by parse(): only the device differs by rank.
     let o = pairs::options(&args.pair, rank).ok();
     let mine = o.as_ref().map_or_else(String::new, |o| {
@@ -294,12 +304,14 @@ fn pair_stage(
         .iter()
         .map(|b| pairs::parse_endpoints(&String::from_utf8_lossy(b)))
         .collect();
-    let job = cluster::rounds::job(
+    let mut job = cluster::rounds::job(
         hosts,
         &args.pair.pair_test,
         pairs::common_rails(&eps),
         args.pair.cross_rails,
     );
+    let plan = announce(args, rank, &eps, &mut job);
+    let budgeted = plan.as_ref().filter(|p| p.budgeted);
     let mut done = resumed(args, rank, &job, world);
     let skip: Vec<usize> = done.keys().copied().collect();
     if let Some(out) = &args.out {
@@ -334,7 +346,30 @@ fn pair_stage(
         }
     };
     let mut barrier = || world.barrier("meeting between pair rounds");
-    if o.is_some() {
+    if let (Some(p), Some(_)) = (budgeted, &o) {
+        let slots = cluster::host_slots(hosts);
+        let first = u32::from(args.pair.pair_port);
+        let rounds = p.rounds();
+        pairs::run_plan(
+            &args.pair,
+            rank,
+            &eps,
+            &slots,
+            &rounds,
+            first,
+            &skip,
+            &mut barrier,
+            &mut after,
+        );
+    } else if let Some(p) = budgeted {
+        // Not reached, as below.
+        for (r, round) in p.rounds().iter().enumerate() {
+            if !skip.contains(&r) {
+                (0..round.len()).for_each(|_| barrier());
+                after(r, &[]);
+            }
+        }
+    } else if o.is_some() {
         let slots = cluster::host_slots(hosts);
         let lost = |r: usize| world.is_lost(r);
         pairs::run_rounds(
@@ -356,7 +391,93 @@ fn pair_stage(
             after(r, &[]);
         }
     }
-    cluster::rounds::per_rank(&done, eps.len())
+    PairStage {
+        raw: cluster::rounds::per_rank(&done, eps.len()),
+        eps,
+        plan,
+    }
+}
+
+/// The pair stage's schedule (the same on every rank); rank 0 prints it
+/// and its predicted wall time before the first round. With `--budget`
+/// the schedule joins what a resumed job must match.
+#[cfg(feature = "mpi")]
+fn announce(
+    args: &Args,
+    rank: usize,
+    eps: &[Vec<pairs::Endpoint>],
+    job: &mut serde_json::Value,
+) -> Option<cluster::steps::JobPlan> {
+    let plan = cluster::job_plan(args, eps.len(), pairs::common_rails(eps)).ok()?;
+    if plan.budgeted {
+        job["schedule"] = serde_json::json!(plan.describe());
+    }
+    if rank == 0 {
+        let line = format!("erdma-cluster: pair stage: {}\n", plan.describe());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    Some(plan)
+}
+
+/// The retest rounds: rank 0 judges the main rounds and plans the retest
+/// ([`cluster::retest_plan`]), every rank takes the plan from a gather and
+/// runs its share, each round's runs gathered on rank 0. Rank 0's result:
+/// the plan and every rank's retest runs.
+#[cfg(feature = "mpi")]
+fn retest_stage(
+    args: &Args,
+    rank: usize,
+    hosts: &[String],
+    reports: &[Vec<u8>],
+    stage: &PairStage,
+    world: &world::World,
+) -> Option<(cluster::retest::Plan, Vec<Vec<u8>>)> {
+    let n = stage.eps.len();
+    let mine = if rank == 0 {
+        cluster::retest_plan(args, reports, &stage.raw).to_json()
+    } else {
+        serde_json::Value::Null
+    };
+    let all = world.all_gather(mine.to_string().as_bytes(), "agreeing on the retest rounds");
+    let plan = all
+        .first()
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .and_then(|v| cluster::retest::Plan::from_json(&v))
+        .filter(|p| p.fits(n))
+        .unwrap_or_default();
+    let jp = stage.plan.as_ref()?;
+    let slots = cluster::host_slots(hosts);
+    let block = slots.iter().max().map_or(1, |m| m + 1) as u32;
+    let first = u32::from(args.pair.pair_port) + jp.main_ports(block);
+    let mut per: Vec<Vec<serde_json::Value>> = vec![Vec::new(); n];
+    let mut after = |_: usize, runs: &[pairs::PairRun]| {
+        let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
+        let all = world.all_gather(mine.to_string().as_bytes(), "gathering a retest round");
+        for (i, b) in all.iter().enumerate().take(n) {
+            match serde_json::from_slice::<serde_json::Value>(b) {
+                Ok(serde_json::Value::Array(v)) => per[i].extend(v),
+                // Kept as it came: the report names the rank.
+                _ => per[i].push(serde_json::Value::Null),
+            }
+        }
+    };
+    let mut barrier = || world.barrier("meeting between retest rounds");
+    pairs::run_plan(
+        &args.pair,
+        rank,
+        &stage.eps,
+        &slots,
+        &jp.retest_rounds(&plan.rounds),
+        first,
+        &[],
+        &mut barrier,
+        &mut after,
+    );
+    let raw = per
+        .into_iter()
+        .map(|v| serde_json::Value::Array(v).to_string().into_bytes())
+        .collect();
+    (rank == 0).then_some((plan, raw))
 }
 
 /// With `--resume DIR`, the rounds rank 0 found there (rank 0 reads them
@@ -463,10 +584,19 @@ fn run() -> i32 {
     let first = cluster::first_of_host(&hosts)[rank];
     let mut gathered = cluster::Gathered::default();
     let before = args.pair.pairs.then(|| counters(first));
-    let pair_raw = args
+    let t0 = std::time::Instant::now();
+    let stage = args
         .pair
         .pairs
         .then(|| pair_stage(&args, rank, &host, &hosts, &world));
+    if let Some(st) = &stage {
+        gathered.retest = retest_stage(&args, rank, &hosts, &reports, st, &world);
+        gathered.schedule = st.plan.as_ref().map(|p| {
+            serde_json::json!({"schedule": p.describe(), "predicted_wall_s": p.predicted_wall_s(),
+                               "pair_wall_s": t0.elapsed().as_secs_f64()})
+        });
+    }
+    let pair_raw = stage.map(|s| s.raw);
     if let Some(before) = before {
         let mine = serde_json::json!({"before": before, "after": counters(first)});
         gathered.pair_counters =

@@ -23,6 +23,10 @@ pub const K_SIGMA: f64 = 5.0;
 /// The smallest slowdown called a fault, relative to the reference.
 pub const MIN_EFFECT: f64 = 0.10;
 
+/// The lowest low line: however wide the spread, a cell under this share
+/// of the reference is low.
+pub const MIN_LOWLINE: f64 = 0.05;
+
 /// What a verdict blames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
@@ -162,6 +166,8 @@ struct View {
     /// Score of each cell (1 = the reference), NaN when not measured.
     score: Vec<f64>,
     n: usize,
+    /// The cells' median ratio to their baseline (at most 1), when given.
+    drift: Option<f64>,
 }
 
 impl View {
@@ -205,8 +211,16 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
     // The median of |x| for x normal is 0.674 sigma: 1.4826 turns it into sigma.
     let spread = upper_median(&mut above).map_or(0.0, |m| 1.4826 * m);
     let threshold = (K_SIGMA * spread).max(MIN_EFFECT);
-    let lowline = 1.0 - threshold;
-    if let Some(base) = &rail.baseline {
+    // A spread so wide that the line would fall to 0 or under (an emulated
+    // device's runs) keeps a small positive line: a cell at a few percent
+    // of the reference is still low, and the baseline's scaling below
+    // keeps its sign.
+    let lowline = (1.0 - threshold).max(MIN_LOWLINE);
+    let drift = rail
+        .baseline
+        .as_ref()
+        .and_then(|base| baseline_drift(rail, base, &score, n));
+    if let (Some(base), Some(drift)) = (&rail.baseline, drift) {
         for c in 0..n {
             for s in 0..n {
                 let (Some(v), Some(Some(b))) =
@@ -215,8 +229,9 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
                     continue;
                 };
                 if *b > 0.0 && !score[c * n + s].is_nan() {
-                    // Under fail_below of its baseline scores under the lowline.
-                    let against = v / b * lowline / fail_below;
+                    // Under fail_below of its baseline (the whole cluster's
+                    // slowdown since taken out) scores under the lowline.
+                    let against = v / b / drift * lowline / fail_below;
                     score[c * n + s] = score[c * n + s].min(against);
                 }
             }
@@ -228,7 +243,26 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         lowline,
         score,
         n,
+        drift,
     })
+}
+
+/// The cells' upper median ratio to their baseline, at most 1: a cluster
+/// slower everywhere than when the baseline was taken (other load, a
+/// setting) is judged host against host, not every host against its old
+/// self (the pair comparison still fails every pair under `--fail-below`).
+fn baseline_drift(rail: &Rail, base: &[Vec<Option<f64>>], score: &[f64], n: usize) -> Option<f64> {
+    let mut ratios: Vec<f64> = (0..n)
+        .flat_map(|c| (0..n).map(move |s| (c, s)))
+        .filter(|&(c, s)| !score[c * n + s].is_nan())
+        .filter_map(|(c, s)| {
+            let b = (*base.get(c)?.get(s)?)?;
+            (b > 0.0).then(|| rail.best(c, s).map(|v| v / b))?
+        })
+        .collect();
+    upper_median(&mut ratios)
+        .filter(|d| *d > 0.0)
+        .map(|d| d.min(1.0))
 }
 
 /// Which side of a host is slow on one NIC.
@@ -365,6 +399,14 @@ pub fn diagnose(input: &Input) -> Diagnosis {
                  every pair is slow alike (a setting, the fabric or the test's options)",
                 v.reference,
                 100.0 * v.reference / port
+            ));
+        }
+        if let Some(drift) = v.drift.filter(|x| *x < input.fail_below) {
+            d.notes.push(format!(
+                "NIC {i}: the pairs are at {:.0}% of their baseline (median): the whole cluster \
+                 is slower than when the baseline was taken (the comparison fails those pairs); \
+                 the verdicts compare the hosts with each other",
+                100.0 * drift
             ));
         }
         views.push((i, v));

@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 
 use serde_json::{Value, json};
 
+use super::steps;
 use crate::doctor::Status;
 use crate::doctor::host::Host;
 use crate::perf;
@@ -84,6 +85,10 @@ pub struct PairRun {
     /// The commands that rerun this run alone (the server's, then the
     /// client's, each on its rank's host).
     pub rerun: String,
+    /// How many runs shared the busier of its two ports at once (1 but
+    /// with `--budget`'s several partners per round): the diagnosis scales
+    /// the rate by it.
+    pub share: usize,
 }
 
 impl PairRun {
@@ -93,7 +98,7 @@ impl PairRun {
                "gbps": self.gbps, "error": self.error, "doc": self.doc,
                "rail": self.rail, "client_device": self.client_device,
                "server_device": self.server_device, "verified": self.verified,
-               "corrupt": self.corrupt, "rerun": self.rerun})
+               "corrupt": self.corrupt, "rerun": self.rerun, "share": self.share})
     }
 
     /// The part of its file name after `perf-CLIENT-SERVER` (see
@@ -138,6 +143,7 @@ impl PairRun {
             verified: v["verified"].as_bool().unwrap_or(false),
             corrupt: v["corrupt"].as_bool().unwrap_or(false),
             rerun: v["rerun"].as_str().unwrap_or("").to_owned(),
+            share: v["share"].as_u64().map_or(1, |k| k.max(1) as usize),
         })
     }
 }
@@ -172,7 +178,9 @@ pub fn check_ports(a: &PairArgs, size: usize) -> Result<(), String> {
         .filter_map(|r| given_rails(a, r).map(|v| v.len()))
         .max()
         .unwrap_or(1);
-    let runs = 2 * (rounds(size) * combos(rails, a.cross_rails).len()) as u32;
+    // The main rounds and the most retest rounds.
+    let steps = rounds(size) + super::schedule::retest_rounds(size);
+    let runs = 2 * (steps * combos(rails, a.cross_rails).len()) as u32;
     if u32::from(a.pair_port) + runs > 65535 {
         return Err(format!(
             "--pair-port {}: {size} ranks need {runs} ports from there: take a lower port",
@@ -471,6 +479,107 @@ fn round_hook(rank: usize, round: usize) {
     }
 }
 
+/// `ERDMA_CLUSTER_HOOK=slow:R` (tests; with others, comma-separated):
+/// every run rank R takes part in
+/// runs with a path MTU of 256 bytes on both sides (`-m 256`), which
+/// really moves its bytes slower (4 times the packets of a 1024-byte MTU
+/// on Soft-RoCE), as a host with a wrong MTU would: the retest then finds
+/// it slow again.
+fn slow_hook(argv: &mut Vec<String>, me: usize, peer: usize) {
+    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
+    let target = hook
+        .split(',')
+        .find_map(|h| h.strip_prefix("slow:"))
+        .and_then(|r| r.trim().parse::<usize>().ok());
+    if target.is_some_and(|t| t == me || t == peer) {
+        // After the test's name: the options before the peer's address.
+        argv.splice(2..2, ["-m".to_owned(), "256".to_owned()]);
+    }
+}
+
+/// The rounds of a [`steps::JobPlan`] (the main pass with `--budget`, or
+/// a retest): in each step this rank runs its flows at once (one thread
+/// each: a client and a server side, or several partners), every run on
+/// the port [`steps::ports`] gives it from `first_port`, then meets the
+/// others at `barrier`. Rounds in `done` are skipped (their ports kept),
+/// and `after_round` gets each other round's runs, as in [`run_rounds`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_plan(
+    a: &PairArgs,
+    rank: usize,
+    eps: &[Vec<Endpoint>],
+    slots: &[usize],
+    rounds: &[steps::Round],
+    first_port: u32,
+    done: &[usize],
+    barrier: &mut dyn FnMut(),
+    after_round: &mut dyn FnMut(usize, &[PairRun]),
+) {
+    let block = slots.iter().max().map_or(1, |m| m + 1) as u32;
+    let width = steps::width(rounds);
+    let mut port = first_port;
+    for (r, round) in rounds.iter().enumerate() {
+        if done.contains(&r) {
+            port += round.len() as u32 * block * width as u32;
+            continue;
+        }
+        round_hook(rank, r);
+        let mut runs = Vec::new();
+        for step in round {
+            let (at, next) = steps::ports(step, port, slots, block, width);
+            port = next;
+            let mine: Vec<(Side, Option<u16>, usize)> = step
+                .iter()
+                .zip(&at)
+                .filter(|(f, _)| f.client == rank || f.server == rank)
+                .map(|(f, &p)| {
+                    let side = Side {
+                        me: rank,
+                        peer: if f.client == rank { f.server } else { f.client },
+                        client: f.client == rank,
+                        rail: (f.ci == f.si).then_some(f.ci),
+                        client_ep: eps.get(f.client).and_then(|e| e.get(f.ci)).cloned(),
+                        server_ep: eps.get(f.server).and_then(|e| e.get(f.si)).cloned(),
+                    };
+                    (side, u16::try_from(p).ok(), steps::share(step, f))
+                })
+                .collect();
+            runs.extend(at_once(a, &mine));
+            barrier();
+        }
+        after_round(r, &runs);
+    }
+}
+
+/// This rank's runs of one step, each in its own thread (one alone runs
+/// here), in the order given.
+fn at_once(a: &PairArgs, mine: &[(Side, Option<u16>, usize)]) -> Vec<PairRun> {
+    let one = |(side, port, share): &(Side, Option<u16>, usize)| PairRun {
+        share: *share,
+        ..one_run(a, side, *port)
+    };
+    if mine.len() < 2 {
+        return mine.iter().map(one).collect();
+    }
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = mine.iter().map(|m| sc.spawn(move || one(m))).collect();
+        handles
+            .into_iter()
+            .zip(mine)
+            .map(|(h, (side, _, share))| {
+                h.join().unwrap_or_else(|_| PairRun {
+                    error: Some("the run's thread panicked".into()),
+                    gbps: None,
+                    doc: Value::Null,
+                    verified: false,
+                    share: *share,
+                    ..one_run(a, side, None)
+                })
+            })
+            .collect()
+    })
+}
+
 /// How many times [`run_rank`] meets the others (once after each run of
 /// every round, whether or not the rank has a partner in it).
 pub fn barriers(a: &PairArgs, eps: &[Vec<Endpoint>]) -> usize {
@@ -525,10 +634,12 @@ fn one_run(a: &PairArgs, s: &Side, port: Option<u16>) -> PairRun {
             verified: false,
             corrupt: false,
             rerun,
+            share: 1,
         };
     };
     corrupt_hook(rank);
-    let argv = perf_argv(a, dev.as_deref(), port, iwarp, client.then_some(peer_addr));
+    let mut argv = perf_argv(a, dev.as_deref(), port, iwarp, client.then_some(peer_addr));
+    slow_hook(&mut argv, me, peer);
     let (doc, outcome) = match perf::options::parse(&argv) {
         Ok(Parsed::Run(mut o)) => {
             // A server whose client never comes (it failed first) gives
@@ -556,6 +667,7 @@ fn one_run(a: &PairArgs, s: &Side, port: Option<u16>) -> PairRun {
         client_device: s.client_ep.as_ref().and_then(|e| e.device.clone()),
         server_device: s.server_ep.as_ref().and_then(|e| e.device.clone()),
         rerun,
+        share: 1,
     }
 }
 
@@ -1015,6 +1127,7 @@ mod tests {
             verified: err.is_none(),
             corrupt: err.is_some_and(|e| e.contains("corrupted")),
             rerun: String::new(),
+            share: 1,
         }
         .to_json()
     }

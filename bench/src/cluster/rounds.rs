@@ -111,7 +111,7 @@ fn parse(path: &Path, job: &Value) -> Result<(usize, Option<Vec<Value>>), String
 
 /// The first key in which the round's job differs from this one.
 fn differs(was: &Value, now: &Value) -> Option<String> {
-    ["ranks", "hosts", "test", "rails", "cross_rails"]
+    ["ranks", "hosts", "test", "rails", "cross_rails", "schedule"]
         .iter()
         .find(|k| was[**k] != now[**k])
         .map(|k| format!("{k} was {} and is now {}", was[*k], now[*k]))

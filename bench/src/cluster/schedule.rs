@@ -270,6 +270,53 @@ pub fn choose(hosts: usize, budget_s: Option<f64>, m: &Model, seed: u64) -> Resu
     })
 }
 
+/// The real job's schedule for `hosts` within `budget_s` seconds, its runs
+/// as long as erdma-perf's options make them (`run_s`, not shortened to fit:
+/// `-D` takes whole seconds) and `steps` steps of runs in a round (one per
+/// rail, each followed by a meeting of the ranks). Prefers, as [`choose`]
+/// does, the full matrix with 1, 2, 4 or 8 partners per round, then as many
+/// rounds of random pairings (8 partners) as fit; the retest rounds are
+/// counted at their maximum.
+pub fn choose_for_job(
+    hosts: usize,
+    budget_s: f64,
+    m: &Model,
+    run_s: f64,
+    steps: usize,
+    seed: u64,
+) -> Result<Plan, String> {
+    let budget = budget_s * BUDGET_SHARE;
+    let retest = retest_rounds(hosts);
+    let round = steps.max(1) as f64 * m.round_s(run_s);
+    for k in [1, 2, 4, 8] {
+        let p = Plan::full(hosts, k, run_s);
+        if (p.rounds + retest) as f64 * round <= budget {
+            return Ok(p);
+        }
+    }
+    let rounds = (budget / round).floor() as usize;
+    if rounds <= retest {
+        return Err(format!(
+            "--budget {:.2}: {hosts} hosts need at least {:.0} s (one round of random pairs and \
+             {retest} retest rounds of {:.2} s each, within {:.0}% of the budget): give a larger \
+             budget or shorter runs (--perf-args -D SECS or -n ITERS)",
+            budget_s / 60.0,
+            (1 + retest) as f64 * round / BUDGET_SHARE,
+            round,
+            100.0 * BUDGET_SHARE
+        ));
+    }
+    Ok(Plan {
+        pattern: Pattern::Random,
+        hosts,
+        partners: 8,
+        run_s,
+        rounds: rounds - retest,
+        retest_rounds: retest,
+        seed,
+    })
+}
+
 /// Pairs for the retest rounds: each request is a suspect `a` to be measured
 /// with `b`, or with a good host (`None`; never the same good host twice for
 /// one suspect). Greedy, one partner per host per round, at most
@@ -440,6 +487,28 @@ mod tests {
         assert!(err.contains("give a larger budget"), "{err}");
         assert_eq!(retest_rounds(1000), 10);
         assert_eq!(retest_rounds(2), 2);
+    }
+
+    #[test]
+    fn the_real_job_keeps_its_run_length_and_fits_the_budget() {
+        let m = Model::default();
+        // 4 hosts, 2 rails, 1 s runs: (3 + 2) rounds x 2 steps x 1.3 s = 13 s.
+        let p = choose_for_job(4, 60.0, &m, 1.0, 2, 1).unwrap();
+        assert_eq!((p.pattern, p.partners, p.rounds), (Pattern::Full, 1, 3));
+        assert_eq!(p.run_s, 1.0);
+        // 8 partners at once: 2 rounds + 4 retests of 1.3 s (7.8 s) fit 95%
+        // of 9 s; 4 partners (10.4 s) do not.
+        let p = choose_for_job(16, 9.0, &m, 1.0, 1, 1).unwrap();
+        assert_eq!((p.pattern, p.partners, p.rounds), (Pattern::Full, 8, 2));
+        // 1000 hosts in 10 minutes with 5 s runs: random pairings only
+        // (the full matrix with 8 partners needs 135 rounds of 5.3 s).
+        let p = choose_for_job(1000, 600.0, &m, 5.0, 1, 7).unwrap();
+        assert_eq!(
+            (p.pattern, p.rounds, p.retest_rounds),
+            (Pattern::Random, 97, 10)
+        );
+        let e = choose_for_job(1000, 6.0, &m, 5.0, 1, 7).unwrap_err();
+        assert!(e.contains("give a larger budget or shorter runs"), "{e}");
     }
 
     #[test]

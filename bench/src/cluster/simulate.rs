@@ -31,8 +31,9 @@ pub struct SimArgs {
     /// (A -> B only), flap:A:B, dead:H, hang:H (F: the rate factor, e.g. 0.8).
     #[arg(long, value_name = "SPEC", num_args = 1.., requires = "simulate")]
     pub inject: Vec<String>,
-    /// The time the pair stage may take, in minutes: picks the schedule.
-    #[arg(long, value_name = "MINUTES", value_parser = crate::compare::cli::positive, requires = "simulate")]
+    /// The time the pair stage may take, in minutes: picks the schedule
+    /// (with --pairs, the real job's; with --simulate, the simulated one's).
+    #[arg(long, value_name = "MINUTES", value_parser = crate::compare::cli::positive)]
     pub budget: Option<f64>,
     /// Seed of the simulated noise, faults' draws and random pairings.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "simulate")]
@@ -356,23 +357,6 @@ impl Job<'_> {
     }
 }
 
-/// The retest requests from the first verdicts: a suspect host meets two
-/// good hosts; a suspect pair is measured again and each end meets a good host.
-fn requests(d: &Diagnosis) -> Vec<(usize, Option<usize>)> {
-    let mut req = Vec::new();
-    for v in &d.verdicts {
-        match v.kind {
-            Kind::Host | Kind::Nic => req.extend([(v.hosts[0], None), (v.hosts[0], None)]),
-            Kind::Link | Kind::Direction => {
-                let (a, b) = (v.hosts[0], v.hosts[1]);
-                req.extend([(a, Some(b)), (a, None), (b, None)]);
-            }
-            Kind::Lost => {}
-        }
-    }
-    req
-}
-
 /// Simulates one job: the plan's rounds, the first diagnosis, the retest
 /// rounds with good hosts, the final diagnosis.
 pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Outcome {
@@ -420,7 +404,12 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
     let good: Vec<usize> = (0..n)
         .filter(|h| !blamed.contains(h) && !job.is_lost[*h])
         .collect();
-    let (rounds, left) = schedule::retest_pairs(&requests(&first), &good, n, plan.retest_rounds);
+    let (rounds, left) = schedule::retest_pairs(
+        &super::retest::requests(&first),
+        &good,
+        n,
+        plan.retest_rounds,
+    );
     // Retests run one partner per host: the suspect's flow alone on its port.
     let sigma1 = m.sigma(1, plan.run_s);
     let mut pairs = 0;
@@ -673,6 +662,8 @@ fn gather(
         nccl: None,
         traffic: None,
         lost: &[],
+        schedule: None,
+        retest: None,
     };
     let meta = RunMeta::now("erdma-cluster");
     let whole = super::render_json(&meta, &reports, &problems, &across, &stages);

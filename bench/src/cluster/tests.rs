@@ -335,3 +335,141 @@ fn ranks_sharing_a_host_get_their_own_slot() {
     assert_eq!(host_slots(&hosts), vec![0, 0, 1, 2, 1]);
     assert_eq!(first_of_host(&hosts), vec![true, true, false, false, false]);
 }
+
+/// One pair run's side as a rank sends it (rail 0, checked).
+fn side(client: usize, server: usize, role: &str, gbps: Option<f64>) -> Value {
+    pairs::PairRun {
+        client,
+        server,
+        role: role.into(),
+        gbps: if role == "client" { gbps } else { None },
+        error: None,
+        doc: Value::Null,
+        rail: Some(0),
+        client_device: Some("rxe0".into()),
+        server_device: Some("rxe0".into()),
+        verified: true,
+        corrupt: false,
+        rerun: String::new(),
+        share: 1,
+    }
+    .to_json()
+}
+
+/// Each rank's runs of every directed pair in `cells` (client, server, Gb/s).
+fn ranks_runs(n: usize, cells: &[(usize, usize, f64)]) -> Vec<Vec<u8>> {
+    let mut per = vec![Vec::new(); n];
+    for &(c, s, g) in cells {
+        per[c].push(side(c, s, "client", Some(g)));
+        per[s].push(side(c, s, "server", None));
+    }
+    per.into_iter()
+        .map(|v| Value::Array(v).to_string().into_bytes())
+        .collect()
+}
+
+/// A job of 4 good hosts whose host c (rank 2) is slow both ways in the
+/// main rounds; the retest measures c against a and b at `retest_gbps`
+/// (none: no retest round could be held). Returns (exit, text, JSON).
+fn retested_job(retest_gbps: Option<f64>) -> (i32, String, Value) {
+    let raw: Vec<Vec<u8>> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|h| doc(h, &good()))
+        .collect();
+    let mut cells = Vec::new();
+    for c in 0..4 {
+        for s in (0..4).filter(|&s| s != c) {
+            cells.push((c, s, if c == 2 || s == 2 { 12.0 } else { 20.0 }));
+        }
+    }
+    let pair_raw = ranks_runs(4, &cells);
+    let first = diagnose::Diagnosis {
+        verdicts: vec![diagnose::Verdict {
+            kind: diagnose::Kind::Host,
+            hosts: vec![2],
+            nic: None,
+            why: String::new(),
+            numbers: Default::default(),
+            retested: false,
+        }],
+        notes: Vec::new(),
+    };
+    let plan = retest::plan(&first, 4, if retest_gbps.is_some() { 2 } else { 0 });
+    let again: Vec<(usize, usize, f64)> = plan
+        .rounds
+        .iter()
+        .flatten()
+        .flat_map(|&(x, y)| [(x, y), (y, x)])
+        .map(|(x, y)| (x, y, retest_gbps.unwrap_or(0.0)))
+        .collect();
+    let g = Gathered {
+        retest: Some((plan, ranks_runs(4, &again))),
+        schedule: Some(
+            serde_json::json!({"schedule": "full matrix", "predicted_wall_s": 13.0,
+                                          "pair_wall_s": 14.5}),
+        ),
+        ..Default::default()
+    };
+    let args = Args::try_parse_from(["erdma-cluster", "--pairs"]).unwrap();
+    let (mut o, mut e) = (Vec::new(), Vec::new());
+    let code = report_with(&args, &meta("a"), &raw, Some(&pair_raw), &g, &mut o, &mut e);
+    let text = String::from_utf8(o).unwrap();
+    let args = Args::try_parse_from(["erdma-cluster", "--pairs", "--json"]).unwrap();
+    let mut j = Vec::new();
+    report_with(&args, &meta("a"), &raw, Some(&pair_raw), &g, &mut j, &mut e);
+    (code, text, serde_json::from_slice(&j).unwrap())
+}
+
+#[test]
+fn a_verdict_the_retest_confirms_fails_the_job() {
+    let (code, text, v) = retested_job(Some(12.1));
+    assert_eq!(code, EXIT_FAIL, "{text}");
+    assert_eq!(v["predicted_wall_s"], 13.0);
+    assert_eq!(v["pair_wall_s"], 14.5);
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 1, "{v}");
+    assert_eq!(verdicts[0]["hosts"], serde_json::json!(["c"]));
+    assert_eq!(verdicts[0]["status"], "fail");
+    assert_eq!(verdicts[0]["retested"], true);
+    // The retest met two good hosts, both directions, both sides.
+    assert_eq!(v["retest"]["rounds"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["retest"]["runs"].as_array().unwrap().len(), 8);
+    assert!(
+        text.contains("# schedule: full matrix; measured 14.5 s"),
+        "{text}"
+    );
+    assert!(
+        text.contains("retest    c -> a NIC 0: 12.10 Gb/s (first pass 12.00 Gb/s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("confirmed by the retest: a failure"),
+        "{text}"
+    );
+    assert!(text.ends_with("# result: fail (exit 2)\n"), "{text}");
+}
+
+#[test]
+fn a_retest_that_measures_well_clears_and_one_not_held_warns() {
+    // c measures well against a and b: no host verdict; its cells with d,
+    // which the retest did not measure, are left as a link it could not
+    // confirm (a warning, as the hosts' own nccl.qps warning is).
+    let (code, text, v) = retested_job(Some(20.0));
+    assert_eq!(code, EXIT_WARN, "{text}");
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 1, "{text}");
+    assert_eq!(verdicts[0]["kind"], "link", "{text}");
+    assert_eq!(verdicts[0]["hosts"], serde_json::json!(["c", "d"]));
+    assert_eq!(verdicts[0]["status"], "warn");
+    assert!(
+        text.contains("retest    a -> c NIC 0: 20.00 Gb/s (first pass 12.00 Gb/s)"),
+        "{text}"
+    );
+    let (code, text, v) = retested_job(None);
+    assert_eq!(code, EXIT_WARN, "{text}");
+    assert_eq!(v["verdicts"][0]["status"], "warn", "{v}");
+    assert!(
+        text.contains("not confirmed (no retest measured it): a warning"),
+        "{text}"
+    );
+}

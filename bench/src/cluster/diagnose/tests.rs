@@ -228,6 +228,69 @@ fn against_the_port_rate_and_the_baseline() {
     assert_eq!(kinds(&d), vec![(Kind::Direction, vec![2, 6], None)]);
 }
 
+/// With +-50% noise (the rig's emulated devices under load) the spread
+/// puts the cluster's line at its floor; the baseline still judges: the
+/// host at a third of its baseline is named, the faster hosts are not.
+#[test]
+fn a_wide_spread_keeps_the_baseline_the_right_way_round() {
+    let mut rails = cluster(
+        4,
+        1,
+        0.5,
+        3,
+        |_, c, s| if c == 3 || s == 3 { 0.3 } else { 1.0 },
+    );
+    rails[0].baseline = Some(vec![vec![Some(100.0); 4]; 4]);
+    let names = names(4);
+    let d = diagnose(&Input {
+        names: &names,
+        rails: &rails,
+        lost: &[],
+        port_gbps: None,
+        fail_below: 0.5,
+    });
+    assert_eq!(
+        kinds(&d),
+        vec![(Kind::Host, vec![3], None)],
+        "{:?}",
+        d.verdicts
+    );
+}
+
+/// The whole cluster at half its baseline (other load) and host 3 at a
+/// sixth: host 3 is named, the others not, and a note says the cluster
+/// drifted.
+#[test]
+fn a_cluster_slower_than_its_baseline_is_judged_host_against_host() {
+    let mut rails = cluster(
+        6,
+        1,
+        0.04,
+        5,
+        |_, c, s| if c == 3 || s == 3 { 0.16 } else { 0.5 },
+    );
+    rails[0].baseline = Some(vec![vec![Some(100.0); 6]; 6]);
+    let names = names(6);
+    let d = diagnose(&Input {
+        names: &names,
+        rails: &rails,
+        lost: &[],
+        port_gbps: None,
+        fail_below: 0.9,
+    });
+    assert_eq!(
+        kinds(&d),
+        vec![(Kind::Host, vec![3], None)],
+        "{:?}",
+        d.verdicts
+    );
+    assert!(
+        d.notes.iter().any(|n| n.contains("of their baseline")),
+        "{:?}",
+        d.notes
+    );
+}
+
 #[test]
 fn two_hosts_a_slow_direction() {
     let mut r = Rail::new(2);

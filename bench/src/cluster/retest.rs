@@ -1,0 +1,431 @@
+//! The retest rounds of the real job and what the verdicts do to its exit
+//! status (docs/cluster-diagnosis.md, "The retest").
+//!
+//! After the main rounds rank 0 judges what was measured ([`super::diagnose`]),
+//! pairs every suspect with hosts judged good (two at least, where there
+//! are) and every suspect pair with itself again, in at most about log2 N
+//! rounds ([`schedule::retest_pairs`]), and tells the other ranks the
+//! [`Plan`] through a gather. The final verdicts rest on both passes: a
+//! verdict the retest measured again and still found is confirmed (a
+//! failure), one it could not retest stays a warning that says so.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::diagnose::{Diagnosis, K_SIGMA, Kind, MIN_EFFECT, Verdict};
+use super::schedule;
+use crate::doctor::Status;
+
+/// The retest requests from the first verdicts: a suspect host (or NIC)
+/// meets two good hosts; a suspect pair is measured again and each end
+/// meets a good host.
+pub fn requests(d: &Diagnosis) -> Vec<(usize, Option<usize>)> {
+    let mut req = Vec::new();
+    for v in &d.verdicts {
+        match v.kind {
+            Kind::Host | Kind::Nic => req.extend([(v.hosts[0], None), (v.hosts[0], None)]),
+            Kind::Link | Kind::Direction => {
+                let (a, b) = (v.hosts[0], v.hosts[1]);
+                req.extend([(a, Some(b)), (a, None), (b, None)]);
+            }
+            Kind::Lost => {}
+        }
+    }
+    req
+}
+
+/// One verdict of the first pass, as the retest plan names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suspect {
+    /// host, nic, link or direction.
+    pub kind: String,
+    /// The ranks it names.
+    pub hosts: Vec<usize>,
+    /// The NIC, when about one.
+    pub nic: Option<usize>,
+}
+
+/// What rank 0 decided to retest, sent to every rank.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Plan {
+    /// The first pass's verdicts that the retest is about.
+    pub suspects: Vec<Suspect>,
+    /// Each retest round's pairs (both directions are measured).
+    pub rounds: Vec<Vec<(usize, usize)>>,
+    /// Requests that did not fit the allowed rounds (or found no good host).
+    pub left: usize,
+    /// Hosts judged good (in no first-pass verdict).
+    pub good: usize,
+}
+
+/// The retest of the first pass's diagnosis `d` of `hosts` ranks, in at
+/// most `max_rounds` rounds.
+pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
+    let blamed: BTreeSet<usize> = d
+        .verdicts
+        .iter()
+        .flat_map(|v| v.hosts.iter().copied())
+        .collect();
+    let good: Vec<usize> = (0..hosts).filter(|h| !blamed.contains(h)).collect();
+    // The worst suspects first: when the rounds or the good hosts run out,
+    // the clearest fault is the one retested.
+    let mut worst_first = d.clone();
+    worst_first
+        .verdicts
+        .sort_by(|a, b| severity(a).total_cmp(&severity(b)));
+    let req = requests(&worst_first);
+    let (mut rounds, left) = schedule::retest_pairs(&req, &good, hosts, max_rounds);
+    rounds.retain(|r| !r.is_empty());
+    Plan {
+        suspects: d
+            .verdicts
+            .iter()
+            .filter(|v| v.kind != Kind::Lost)
+            .map(|v| Suspect {
+                kind: v.kind.as_str().to_owned(),
+                hosts: v.hosts.clone(),
+                nic: v.nic,
+            })
+            .collect(),
+        rounds,
+        left: left.len(),
+        good: good.len(),
+    }
+}
+
+/// How far under the cluster a verdict's cells are (its lowest row or
+/// column median, or a link's lowest direction over the median); 0 (first)
+/// when it has no numbers: nothing says it is mild.
+fn severity(v: &Verdict) -> f64 {
+    let mut worst = if v.numbers.is_empty() { 0.0 } else { 1.0f64 };
+    for (k, x) in &v.numbers {
+        if k.ends_with("_row") || k.ends_with("_column") {
+            worst = worst.min(*x);
+        }
+        let nic = k.strip_suffix("_ab_gbps").or(k.strip_suffix("_ba_gbps"));
+        if let Some(m) = nic.and_then(|p| v.numbers.get(&format!("{p}_median_gbps"))) {
+            worst = worst.min(x / m);
+        }
+    }
+    worst
+}
+
+impl Plan {
+    /// As JSON (what rank 0 sends the others, and the report's `retest`).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "suspects": self.suspects.iter().map(|s| json!({
+                "kind": s.kind, "hosts": s.hosts, "nic": s.nic})).collect::<Vec<_>>(),
+            "rounds": self.rounds,
+            "left": self.left,
+            "good": self.good,
+        })
+    }
+
+    /// From [`Plan::to_json`]; `None` when it is not one.
+    pub fn from_json(v: &Value) -> Option<Plan> {
+        let idx = |v: &Value| v.as_u64().map(|x| x as usize);
+        let suspects = v["suspects"]
+            .as_array()?
+            .iter()
+            .map(|s| {
+                Some(Suspect {
+                    kind: s["kind"].as_str()?.to_owned(),
+                    hosts: s["hosts"]
+                        .as_array()?
+                        .iter()
+                        .map(idx)
+                        .collect::<Option<_>>()?,
+                    nic: idx(&s["nic"]),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let rounds = v["rounds"]
+            .as_array()?
+            .iter()
+            .map(|r| {
+                r.as_array()?
+                    .iter()
+                    .map(|p| Some((idx(&p[0])?, idx(&p[1])?)))
+                    .collect::<Option<Vec<_>>>()
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Plan {
+            suspects,
+            rounds,
+            left: idx(&v["left"])?,
+            good: idx(&v["good"])?,
+        })
+    }
+
+    /// Whether every pair names ranks under `hosts` and no rank is in two
+    /// pairs of one round (a plan from another job is refused).
+    pub fn fits(&self, hosts: usize) -> bool {
+        self.rounds.iter().all(|r| {
+            let mut busy = vec![false; hosts];
+            r.iter().all(|&(a, b)| {
+                let ok = a < hosts && b < hosts && a != b && !busy[a] && !busy[b];
+                if ok {
+                    busy[a] = true;
+                    busy[b] = true;
+                }
+                ok
+            })
+        })
+    }
+
+    /// Pairs measured in all rounds.
+    pub fn pairs(&self) -> usize {
+        self.rounds.iter().map(Vec::len).sum()
+    }
+}
+
+impl Plan {
+    /// Whether the retest confirms `v` (of a job of `hosts` ranks): the
+    /// final diagnosis still has it, the retest measured its cells again,
+    /// and it paired one of its hosts with a host judged good, so that
+    /// the verdict does not rest on the suspects measuring each other (two
+    /// ranks, or every rank a suspect, cannot confirm anything).
+    pub fn confirms(&self, v: &Verdict, hosts: usize) -> bool {
+        let suspect: BTreeSet<usize> = self
+            .suspects
+            .iter()
+            .flat_map(|s| s.hosts.iter().copied())
+            .collect();
+        let good = |h: usize| h < hosts && !suspect.contains(&h) && !v.hosts.contains(&h);
+        v.retested
+            && self.rounds.iter().flatten().any(|&(a, b)| {
+                (v.hosts.contains(&a) && good(b)) || (v.hosts.contains(&b) && good(a))
+            })
+    }
+}
+
+/// What a final verdict does to the exit status once the job retested: a
+/// lost host or a verdict the retest `confirmed` ([`Plan::confirms`])
+/// fails, any other warns.
+pub fn verdict_status(v: &Verdict, confirmed: bool) -> Status {
+    if v.kind == Kind::Lost || confirmed {
+        Status::Fail
+    } else {
+        Status::Warn
+    }
+}
+
+/// The worst of the verdicts of a job of `hosts` ranks after the retest
+/// `plan` ([`verdict_status`]); ok when there is none.
+pub fn status(d: &Diagnosis, plan: &Plan, hosts: usize) -> Status {
+    d.verdicts
+        .iter()
+        .map(|v| verdict_status(v, plan.confirms(v, hosts)))
+        .max()
+        .unwrap_or(Status::Ok)
+}
+
+/// The words a verdict's line ends with once the job retested.
+pub fn outcome(v: &Verdict, confirmed: bool) -> &'static str {
+    match (v.kind, confirmed, v.retested) {
+        (Kind::Lost, _, _) => "a failure",
+        (_, true, _) => "confirmed by the retest: a failure",
+        (_, false, true) => {
+            "not confirmed (the retest measured it, but not against a host judged good): a warning"
+        }
+        (_, false, false) => "not confirmed (no retest measured it): a warning",
+    }
+}
+
+/// Host verdicts from the NCCL stage of every host alone: `busbw[i]` is
+/// host i's busbw (GB/s) at the largest size. The reference is the upper
+/// median, the spread the MAD of the hosts above it, and a host under
+/// `1 - max(K_SIGMA x spread, MIN_EFFECT)` of the reference is slow, as
+/// the pair diagnosis judges a cell. Needs 3 hosts (with 2, which one is
+/// slow is not known). `hosts` of each verdict index `busbw`.
+pub fn busbw_outliers(busbw: &[f64]) -> Vec<Verdict> {
+    if busbw.len() < 3 {
+        return Vec::new();
+    }
+    let median = |v: &mut Vec<f64>| -> Option<f64> {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let Some(reference) = median(&mut busbw.to_vec()).filter(|r| *r > 0.0) else {
+        return Vec::new();
+    };
+    let mut above: Vec<f64> = busbw
+        .iter()
+        .filter(|&&b| b >= reference)
+        .map(|b| (b - reference) / reference)
+        .collect();
+    let spread = median(&mut above).map_or(0.0, |m| 1.4826 * m);
+    let lowline = 1.0 - (K_SIGMA * spread).max(MIN_EFFECT);
+    busbw
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b / reference < lowline)
+        .map(|(h, &b)| {
+            let numbers = BTreeMap::from([
+                ("nccl_busbw".to_owned(), b),
+                ("nccl_median_busbw".to_owned(), reference),
+                ("nccl_lowline".to_owned(), lowline),
+                ("nccl_spread".to_owned(), spread),
+            ]);
+            Verdict {
+                kind: Kind::Host,
+                hosts: vec![h],
+                nic: None,
+                why: format!(
+                    "NCCL alone on the host: busbw {b:.2} GB/s, {:.2} of the hosts' median \
+                     {reference:.2} GB/s (low line {lowline:.2}, {} hosts): its GPUs, NVLink/PCIe \
+                     or NCCL settings, not the network",
+                    b / reference,
+                    busbw.len()
+                ),
+                numbers,
+                retested: false,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(kind: Kind, hosts: &[usize], retested: bool) -> Verdict {
+        Verdict {
+            kind,
+            hosts: hosts.to_vec(),
+            nic: None,
+            why: String::new(),
+            numbers: BTreeMap::new(),
+            retested,
+        }
+    }
+
+    #[test]
+    fn a_suspect_host_meets_two_good_hosts_and_a_pair_itself() {
+        let d = Diagnosis {
+            verdicts: vec![
+                verdict(Kind::Host, &[1], false),
+                verdict(Kind::Link, &[3, 5], false),
+            ],
+            notes: Vec::new(),
+        };
+        let p = plan(&d, 8, 3);
+        assert_eq!(p.good, 5);
+        assert_eq!(p.left, 0);
+        assert_eq!(p.suspects.len(), 2);
+        assert!(p.fits(8));
+        let met = |h: usize| -> Vec<usize> {
+            let mut v: Vec<usize> = p
+                .rounds
+                .iter()
+                .flatten()
+                .filter_map(|&(a, b)| (a == h).then_some(b).or((b == h).then_some(a)))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let one = met(1);
+        assert_eq!(one.len(), 2, "{p:?}");
+        assert!(one.iter().all(|g| ![1, 3, 5].contains(g)), "{one:?}");
+        assert!(met(3).contains(&5), "the link itself again: {p:?}");
+        assert!(p.rounds.len() <= 3);
+        // Through the gather and back.
+        let back = Plan::from_json(&p.to_json()).unwrap();
+        assert_eq!(back, p);
+        assert!(Plan::from_json(&json!({"rounds": 3})).is_none());
+        assert!(!back.fits(5), "rank 5 of a 5-rank job");
+    }
+
+    #[test]
+    fn no_verdict_no_retest_and_too_few_good_hosts_are_counted() {
+        assert_eq!(
+            plan(&Diagnosis::default(), 4, 2),
+            Plan {
+                good: 4,
+                ..Plan::default()
+            }
+        );
+        // 3 ranks, one suspect: 2 good hosts, one round each allowed 2.
+        let d = Diagnosis {
+            verdicts: vec![verdict(Kind::Host, &[0], false)],
+            notes: Vec::new(),
+        };
+        let p = plan(&d, 3, 1);
+        assert_eq!((p.pairs(), p.left), (1, 1));
+    }
+
+    #[test]
+    fn the_worst_suspect_is_retested_first() {
+        let mut mild = verdict(Kind::Host, &[0], false);
+        mild.numbers.insert("nic0_row".into(), 0.8);
+        let mut bad = verdict(Kind::Host, &[2], false);
+        bad.numbers.insert("nic0_column".into(), 0.3);
+        let d = Diagnosis {
+            verdicts: vec![mild, bad],
+            notes: Vec::new(),
+        };
+        // One good host (1), one round: host 2 meets it.
+        let p = plan(&d, 3, 1);
+        assert_eq!(p.rounds, vec![vec![(2, 1)]]);
+        // The suspects keep the diagnosis's order.
+        assert_eq!(p.suspects[0].hosts, vec![0]);
+    }
+
+    #[test]
+    fn confirmed_verdicts_fail_and_unconfirmed_ones_warn() {
+        let mut d = Diagnosis::default();
+        let p = Plan {
+            suspects: vec![Suspect {
+                kind: "nic".into(),
+                hosts: vec![2],
+                nic: None,
+            }],
+            rounds: vec![vec![(2, 3)], vec![(0, 1)]],
+            left: 0,
+            good: 2,
+        };
+        assert_eq!(status(&d, &p, 4), Status::Ok);
+        d.verdicts.push(verdict(Kind::Direction, &[0, 1], false));
+        assert_eq!(status(&d, &p, 4), Status::Warn);
+        assert!(outcome(&d.verdicts[0], false).contains("no retest measured it"));
+        // Measured again, but only by each other: not confirmed.
+        d.verdicts[0].retested = true;
+        assert!(!p.confirms(&d.verdicts[0], 4));
+        assert_eq!(status(&d, &p, 4), Status::Warn);
+        assert!(outcome(&d.verdicts[0], false).contains("not against a host judged good"));
+        // Host 2 met host 3, judged good: confirmed.
+        d.verdicts.push(verdict(Kind::Nic, &[2], true));
+        assert!(p.confirms(&d.verdicts[1], 4));
+        assert_eq!(status(&d, &p, 4), Status::Fail);
+        assert!(outcome(&d.verdicts[1], true).starts_with("confirmed"));
+        assert_eq!(
+            verdict_status(&verdict(Kind::Lost, &[3], false), false),
+            Status::Fail
+        );
+        // Two ranks: a direction retested against itself stays a warning.
+        let two = plan(
+            &Diagnosis {
+                verdicts: vec![verdict(Kind::Direction, &[0, 1], false)],
+                notes: Vec::new(),
+            },
+            2,
+            2,
+        );
+        assert_eq!(two.rounds, vec![vec![(0, 1)]]);
+        assert!(!two.confirms(&verdict(Kind::Direction, &[0, 1], true), 2));
+    }
+
+    #[test]
+    fn a_host_far_below_the_others_busbw_is_named() {
+        let v = busbw_outliers(&[20.0, 20.4, 19.8, 12.0, 20.1]);
+        assert_eq!(v.len(), 1);
+        assert_eq!((v[0].kind, v[0].hosts.as_slice()), (Kind::Host, &[3][..]));
+        assert!(v[0].why.contains("busbw 12.00 GB/s"), "{}", v[0].why);
+        assert_eq!(v[0].numbers["nccl_median_busbw"], 20.0);
+        // Within the spread, or two hosts only: nothing.
+        assert!(busbw_outliers(&[20.0, 20.4, 19.8, 18.9]).is_empty());
+        assert!(busbw_outliers(&[20.0, 5.0]).is_empty());
+    }
+}
