@@ -103,7 +103,7 @@ if [[ $QUICK == 1 ]]; then
   step "devinfo -v -d rxe0" 120 same -v -d rxe0
   [[ -n $ERDMA_RIG_SIW ]] && step "devinfo -v -d siw0" 120 same -v -d siw0
 else
-  for dev in $ERDMA_RIG_RXE $ERDMA_RIG_SIW; do
+  for dev in ${ERDMA_RIG_RXE_ALL:-$ERDMA_RIG_RXE} ${ERDMA_RIG_SIW_ALL:-$ERDMA_RIG_SIW}; do
     step "devinfo -v -d $dev" 120 same -v -d "$dev"
   done
   step "devinfo (all devices, short)" 60 same
