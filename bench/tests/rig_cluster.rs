@@ -361,29 +361,23 @@ fn rails_over_siw_cannot_prove_their_bytes() {
 }
 
 /// Four ranks on the rig's one host, two rails each (`devices`, see
-/// [`distinct_rails`]): each round runs two pairs at once, so two servers listen on the host in every run (each on its own
-/// port); the NCCL stage takes ranks 0,1 and 2,3 as two hosts.
+/// [`distinct_rails`]): each round runs two pairs at once, so two servers
+/// listen on the host in every run (each on its own port); the NCCL stage
+/// takes ranks 0,1 and 2,3 as two hosts.
+///
+/// siw's known flake (issue 11: now and then a connection or its RDMA CM
+/// exchange fails under load; 1 or 2 of the 24 runs of a job, in 3 of 6
+/// jobs while other VMs loaded the host) fails a run or two; a job whose
+/// every failure is that runs once more, logged, so that the test is
+/// about the stage, not that race.
 fn four_ranks(devices: &str, perf_args: &str, port: &str) -> serde_json::Value {
     let t0 = std::time::Instant::now();
-    let (code, text, err) = mpirun_env(
-        4,
-        &[
-            "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            devices,
-            "--perf-args",
-            perf_args,
-            "--pair-port",
-            port,
-            "--nccl",
-            "--nccl-args",
-            "-b 64K -e 64K -n 5 -w 1 -c 1",
-        ],
-        &[("ERDMA_CLUSTER_HOOK", "hosts-apart:2")],
-    );
+    let (mut code, mut text, mut err) = four_ranks_job(devices, perf_args, port);
+    if serde_json::from_str::<serde_json::Value>(text.trim()).is_ok_and(|v| siw_stall_only(&v)) {
+        eprintln!("RETRY: only stalled RDMA CM exchanges failed (siw): once more");
+        let port = (port.parse::<u16>().unwrap() + 100).to_string();
+        (code, text, err) = four_ranks_job(devices, perf_args, &port);
+    }
     let v: serde_json::Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
     let pairs = &v["pairs"];
@@ -410,6 +404,53 @@ fn four_ranks(devices: &str, perf_args: &str, port: &str) -> serde_json::Value {
     assert_eq!(n["status"], "ok", "{n}");
     assert!(code == Some(0) || code == Some(1), "{text}{err}");
     v
+}
+
+fn four_ranks_job(devices: &str, perf_args: &str, port: &str) -> (Option<i32>, String, String) {
+    mpirun_env(
+        4,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--devices",
+            devices,
+            "--perf-args",
+            perf_args,
+            "--pair-port",
+            port,
+            "--nccl",
+            "--nccl-args",
+            "-b 64K -e 64K -n 5 -w 1 -c 1",
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "hosts-apart:2")],
+    )
+}
+
+/// Whether the pair stage failed, and only in connecting or in the
+/// exchange before the transfer (siw's flake: an RDMA CM exchange that
+/// stalls, a connect that times out, LOC_QP_OP_ERR on the first record)
+/// and in the partners' sides of those runs; never a corrupted payload.
+fn siw_stall_only(v: &serde_json::Value) -> bool {
+    let runs = v["pairs"]["runs"].as_array().into_iter().flatten();
+    let failed: Vec<&serde_json::Value> = runs.filter(|r| !r["error"].is_null()).collect();
+    let setup = |e: &str| {
+        [
+            "RDMA CM",
+            "rdma_cm connect",
+            "did not complete in",
+            "timed out after",
+            "while this side waited for the connection record",
+            "connection record to",
+        ]
+        .iter()
+        .any(|k| e.contains(k))
+    };
+    !failed.is_empty()
+        && failed
+            .iter()
+            .all(|r| r["corrupt"] != true && r["error"].as_str().is_some_and(setup))
 }
 
 /// The rails of four ranks over the rig's four devices of a driver: rank i
