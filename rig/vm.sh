@@ -5,10 +5,11 @@
 # read-only over 9p (host tools and host-built binaries run unchanged; writes
 # outside the current directory land in a guest overlay), the current directory
 # shared read-write. Inside, before the command runs:
-#   rxe0 (veth0, 10.99.0.1) <-> rxe1 (veth1, 10.99.0.2)  Soft-RoCE v2 (rdma_rxe)
-#   siw0 (veth2, 10.99.1.1) <-> siw1 (veth3, 10.99.1.2)  Soft-iWARP (siw.ko, built by rig/setup.sh)
-# Policy routing sends traffic between the two addresses of a pair over the veth
-# "wire", so the two devices of a pair behave like two hosts.
+#   rxe0..rxe3 (veth0 10.99.0.1, veth1 .2, veth4 .3, veth5 .4)  Soft-RoCE v2 (rdma_rxe)
+#   siw0..siw3 (veth2 10.99.1.1, veth3 .2, veth6 .3, veth7 .4)  Soft-iWARP (siw.ko, built by rig/setup.sh)
+# Each veth's other end is a port of its driver's bridge; policy routing sends
+# traffic between two devices' addresses over that "wire", so the devices
+# behave like four hosts on a switch (rig/README.md).
 #
 # usage: rig/vm.sh [options] [--] CMD [ARGS...]
 #   --no-siw        skip Soft-iWARP (no siw.ko build needed)
@@ -22,8 +23,9 @@
 # (one VM boot per test binary; rig/test.sh runs everything in one boot).
 #
 # Guest environment: ERDMA_RIG=1, ERDMA_RIG_RXE="rxe0 rxe1", ERDMA_RIG_RXE_IP0/IP1,
-#   ERDMA_RIG_RXE_GID_INDEX (IPv4-mapped RoCE v2 GID of rxe0/rxe1),
-#   ERDMA_RIG_SIW="siw0 siw1" (empty with --no-siw), ERDMA_RIG_SIW_IP0/IP1.
+#   ERDMA_RIG_RXE_GID_INDEX (IPv4-mapped RoCE v2 GID of rxe0..rxe3),
+#   ERDMA_RIG_SIW="siw0 siw1" (empty with --no-siw), ERDMA_RIG_SIW_IP0/IP1;
+#   ERDMA_RIG_RXE_ALL / ERDMA_RIG_SIW_ALL (all four), ERDMA_RIG_*_IP2/IP3.
 # Host environment forwarded: PATH HOME RUST* CARGO* ERDMA_* and $ERDMA_RIG_PASSENV (names).
 # env: ERDMA_RIG_CACHE (setup cache, see rig/setup.sh), ERDMA_RIG_ACCEL=auto|kvm|tcg,
 #   ERDMA_RIG_CACHED_DIRS (host dirs that do not change while the VM runs, read
@@ -44,7 +46,7 @@ while [[ $# -gt 0 ]]; do
     --cpus) CPUS=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --verbose|-v) VERBOSE=1; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     --) shift; break ;;
     -*) echo "rig/vm.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;

@@ -1,6 +1,6 @@
 //! erdma-doctor's NCCL environment checks and erdma-stat's counters against the
-//! rig's real devices (rxe0/rxe1 Soft-RoCE on veth0/veth1, siw0/siw1 Soft-iWARP
-//! on veth2/veth3). rig/test.sh runs them in the VM with --include-ignored; the
+//! rig's real devices (rxe0..rxe3 Soft-RoCE on veth0, veth1, veth4, veth5,
+//! siw0..siw3 Soft-iWARP on veth2, veth3, veth6, veth7). rig/test.sh runs them in the VM with --include-ignored; the
 //! shell steps (memlock, hidden device nodes, port down, --during) are in
 //! rig/guest/tests.d/doctor.sh.
 
@@ -51,10 +51,12 @@ fn ib_hca_naming_a_missing_device_fails() {
     let (l, fix) = line(&out, "nccl.ib-hca");
     assert!(l.starts_with("fail"), "{l}");
     assert!(
-        l.contains("mlx5_0: no such device (devices: rxe0, rxe1, siw0, siw1)"),
+        l.contains(
+            "mlx5_0: no such device (devices: rxe0, rxe1, rxe2, rxe3, siw0, siw1, siw2, siw3)"
+        ),
         "{l}"
     );
-    assert_eq!(fix, Some("-x NCCL_IB_HCA=rxe0,rxe1"));
+    assert_eq!(fix, Some("-x NCCL_IB_HCA=rxe0,rxe1,rxe2,rxe3"));
     // A port the device lacks next to a good entry (one bad entry fails), and an
     // exclusion; the unit tests cover the rest of the syntax.
     let (code, out) = doctor(&[("NCCL_IB_HCA", "rxe1,rxe0:2")], &[]);
@@ -65,7 +67,7 @@ fn ib_hca_naming_a_missing_device_fails() {
     assert!(
         line(&out, "nccl.ib-hca")
             .0
-            .ends_with("NCCL_IB_HCA=^siw selects rxe0:1, rxe1:1")
+            .ends_with("NCCL_IB_HCA=^siw selects rxe0:1, rxe1:1, rxe2:1, rxe3:1")
     );
 }
 
@@ -140,7 +142,7 @@ fn doctor_reports_the_devices_the_library_lists() {
     assert_eq!(names, erdma::devices().names());
     assert_eq!(
         v["recommended"]["devices"],
-        serde_json::json!(["rxe0:1", "rxe1:1"])
+        serde_json::json!(["rxe0:1", "rxe1:1", "rxe2:1", "rxe3:1"])
     );
     // The interfaces come from the library (rxe: sysfs parent; siw: the GID's MAC).
     for (dev, nd) in [
@@ -148,6 +150,10 @@ fn doctor_reports_the_devices_the_library_lists() {
         ("rxe1", "veth1"),
         ("siw0", "veth2"),
         ("siw1", "veth3"),
+        ("rxe2", "veth4"),
+        ("rxe3", "veth5"),
+        ("siw2", "veth6"),
+        ("siw3", "veth7"),
     ] {
         let ctx = erdma::Context::open(dev).unwrap();
         assert_eq!(ctx.netdev(1).unwrap().as_deref(), Some(nd), "{dev}");

@@ -26,10 +26,13 @@ gid_index() {  # gid_index DEV IPV4-HEX-SUFFIX: index of ::ffff:<ip> in DEV's GI
 }
 export ERDMA_RIG=1 ERDMA_RIG_RXE="rxe0 rxe1" ERDMA_RIG_RXE_IP0=10.99.0.1 ERDMA_RIG_RXE_IP1=10.99.0.2
 ERDMA_RIG_RXE_GID_INDEX=$(gid_index rxe0 0a63:0001); export ERDMA_RIG_RXE_GID_INDEX
+# All four devices of each driver (ERDMA_RIG_RXE/SIW: the first two, a pair).
+export ERDMA_RIG_RXE_ALL="rxe0 rxe1 rxe2 rxe3" ERDMA_RIG_RXE_IP2=10.99.0.3 ERDMA_RIG_RXE_IP3=10.99.0.4
 if [[ $SIW == 1 ]]; then
   export ERDMA_RIG_SIW="siw0 siw1" ERDMA_RIG_SIW_IP0=10.99.1.1 ERDMA_RIG_SIW_IP1=10.99.1.2
+  export ERDMA_RIG_SIW_ALL="siw0 siw1 siw2 siw3" ERDMA_RIG_SIW_IP2=10.99.1.3 ERDMA_RIG_SIW_IP3=10.99.1.4
 else
-  export ERDMA_RIG_SIW=""
+  export ERDMA_RIG_SIW="" ERDMA_RIG_SIW_ALL=""
 fi
 if [[ $VERBOSE == 1 ]]; then
   read -r T_SETUP _ </proc/uptime

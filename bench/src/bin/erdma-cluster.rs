@@ -358,6 +358,7 @@ fn pair_stage(
             &rounds,
             first,
             &skip,
+            &|r| world.is_lost(r),
             &mut barrier,
             &mut after,
         );
@@ -452,8 +453,14 @@ fn retest_stage(
     let mut per: Vec<Vec<serde_json::Value>> = vec![Vec::new(); n];
     let mut after = |_: usize, runs: &[pairs::PairRun]| {
         let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
-        let all = world.all_gather(mine.to_string().as_bytes(), "gathering a retest round");
+        let all = world.gather(mine.to_string().as_bytes(), "gathering a retest round");
+        if rank != 0 {
+            return;
+        }
         for (i, b) in all.iter().enumerate().take(n) {
+            if world.is_lost(i) {
+                continue;
+            }
             match serde_json::from_slice::<serde_json::Value>(b) {
                 Ok(serde_json::Value::Array(v)) => per[i].extend(v),
                 // Kept as it came: the report names the rank.
@@ -470,6 +477,7 @@ fn retest_stage(
         &jp.retest_rounds(&plan.rounds),
         first,
         &[],
+        &|r| world.is_lost(r),
         &mut barrier,
         &mut after,
     );

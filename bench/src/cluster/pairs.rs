@@ -216,6 +216,27 @@ fn perf_argv(
     v
 }
 
+/// A client's erdma-perf arguments: [`perf_argv`] towards `peer`, and over
+/// RDMA CM (iWARP) from the client's own address `src` (`--source_ip`):
+/// without it the kernel's route to the peer picks the device, which on a
+/// host with several NICs in one subnet need not be the rail's one
+/// (erdma-perf then refuses the run).
+fn client_argv(
+    a: &PairArgs,
+    dev: Option<&str>,
+    port: u16,
+    iwarp: bool,
+    peer: &str,
+    src: &str,
+) -> Vec<String> {
+    let mut v = perf_argv(a, dev, port, iwarp, None);
+    if iwarp && src.parse::<Ipv4Addr>().is_ok() && !v.iter().any(|x| x == "--source_ip") {
+        v.extend(["--source_ip".into(), src.to_owned()]);
+    }
+    v.push(peer.to_owned());
+    v
+}
+
 /// The options of this rank's runs (as its server side), or why they are
 /// wrong (said once by rank 0 as a usage error).
 pub fn options(a: &PairArgs, rank: usize) -> Result<Options, String> {
@@ -512,6 +533,7 @@ pub fn run_plan(
     rounds: &[steps::Round],
     first_port: u32,
     done: &[usize],
+    lost: &dyn Fn(usize) -> bool,
     barrier: &mut dyn FnMut(),
     after_round: &mut dyn FnMut(usize, &[PairRun]),
 ) {
@@ -532,6 +554,8 @@ pub fn run_plan(
                 .iter()
                 .zip(&at)
                 .filter(|(f, _)| f.client == rank || f.server == rank)
+                // A lost partner's runs are not started (see run_rounds).
+                .filter(|(f, _)| !lost(if f.client == rank { f.server } else { f.client }))
                 .map(|(f, &p)| {
                     let side = Side {
                         me: rank,
@@ -638,7 +662,12 @@ fn one_run(a: &PairArgs, s: &Side, port: Option<u16>) -> PairRun {
         };
     };
     corrupt_hook(rank);
-    let mut argv = perf_argv(a, dev.as_deref(), port, iwarp, client.then_some(peer_addr));
+    let mut argv = if client {
+        let src = mine.as_ref().map_or("", |e| e.addr.as_str());
+        client_argv(a, dev.as_deref(), port, iwarp, peer_addr, src)
+    } else {
+        perf_argv(a, dev.as_deref(), port, iwarp, None)
+    };
     slow_hook(&mut argv, me, peer);
     let (doc, outcome) = match perf::options::parse(&argv) {
         Ok(Parsed::Run(mut o)) => {
@@ -676,7 +705,10 @@ fn rerun_of(a: &PairArgs, s: &Side, port: u16) -> String {
     let cmd = |ep: &Option<Endpoint>, peer: Option<&str>| {
         let dev = ep.as_ref().and_then(|e| e.device.as_deref());
         let iwarp = ep.as_ref().is_some_and(|e| e.iwarp);
-        let mut v = perf_argv(a, dev, port, iwarp, peer);
+        let mut v = match (peer, ep) {
+            (Some(peer), Some(e)) => client_argv(a, dev, port, iwarp, peer, &e.addr),
+            _ => perf_argv(a, dev, port, iwarp, peer),
+        };
         v.retain(|x| x != "--json");
         v.join(" ")
     };
@@ -1086,6 +1118,18 @@ mod tests {
             s.join(" "),
             "erdma-perf write_bw --timeout 30 -x 1 -d siw0 -R --json -p 18600"
         );
+        // An iWARP client connects from its own address (its rail's NIC);
+        // a RoCE one, or one without an IPv4 address, as before.
+        let w = client_argv(&a, Some("siw2"), 18602, true, "10.0.0.1", "10.0.0.3");
+        assert_eq!(
+            w.join(" "),
+            "erdma-perf write_bw --timeout 30 -x 1 -s 65536 --verify -d siw2 -R --json -p 18602 \
+             --source_ip 10.0.0.3 10.0.0.1"
+        );
+        let r = client_argv(&a, Some("rxe1"), 18601, false, "10.0.0.1", "10.0.0.3");
+        assert_eq!(r, c);
+        let h = client_argv(&a, Some("siw2"), 18602, true, "10.0.0.1", "host-b");
+        assert!(!h.contains(&"--source_ip".to_owned()), "{h:?}");
         let d = options(&args("-D 2"), 0).unwrap_err();
         assert!(d.ends_with("add --no-verify"), "{d}");
         assert!(options(&a, 0).is_ok());

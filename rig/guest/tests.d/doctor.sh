@@ -31,7 +31,7 @@ doctor_healthy() {
   out=$("$DOCTOR" --skip "$DOCTOR_SKIP"); rc=$?
   # siw is iWARP: with NCCL_IB_HCA unset NCCL would try it, the only warning.
   [[ $rc == 1 ]] || { echo "unset env: exit $rc, expected 1"; echo "$out"; return 1; }
-  expect_line "$out" warn rdma.mode "siw0, siw1 iWARP" || return 1
+  expect_line "$out" warn rdma.mode "siw0, siw1, siw2, siw3 iWARP" || return 1
   [[ $(grep -cE '^(warn|fail) ' <<<"$out") == 1 ]] || { echo "$out"; return 1; }
   env=$("$DOCTOR" --print-env) || return 1
   echo "recommended: $env"
@@ -89,16 +89,16 @@ doctor_hidden_nodes() {
   expect_line "$("$DOCTOR" --skip "$DOCTOR_SKIP")" ok rdma.dev-nodes
 }
 
-# Restores veth0 as rig/guest/setup-rdma.sh made it (routes and permanent
-# neighbours go with the link), waits for rxe0's port and IPv4 GID.
+# Restores veth0 as rig/guest/setup-rdma.sh made it (its routes and
+# permanent neighbours, towards rxe1..rxe3, go with the link), waits for
+# rxe0's port and IPv4 GID.
 veth0_restore() {
   ip link set veth0 up
-  ip -batch - <<'IP'
-route replace 10.99.0.2/32 dev veth0 src 10.99.0.1 table 100
-route replace 10.99.0.1/32 dev veth1 src 10.99.0.2 table 101
-neigh replace 10.99.0.2 lladdr 02:00:0a:63:00:02 dev veth0 nud permanent
-neigh replace 10.99.0.1 lladdr 02:00:0a:63:00:01 dev veth1 nud permanent
-IP
+  local k
+  for k in 2 3 4; do
+    echo "route replace 10.99.0.$k/32 dev veth0 src 10.99.0.1 table 100"
+    echo "neigh replace 10.99.0.$k lladdr 02:00:0a:63:00:0$k dev veth0 nud permanent"
+  done | ip -batch -
   local i
   for i in {1..100}; do
     [[ $(cat /sys/class/infiniband/rxe0/ports/1/state) == *ACTIVE* ]] &&
