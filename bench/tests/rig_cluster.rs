@@ -647,6 +647,7 @@ fn fault_seen(
     slow: &[(usize, usize)],
     guilty: &[usize],
     kinds: &[&str],
+    must_find: bool,
 ) {
     let g = cells(v);
     let mut rest: Vec<f64> = (0..4)
@@ -664,6 +665,7 @@ fn fault_seen(
         );
     }
     let want: Vec<&str> = guilty.iter().map(|&r| names[r].as_str()).collect();
+    let mut found = false;
     for d in v["verdicts"].as_array().expect("a verdicts array") {
         let mut hosts: Vec<&str> = d["hosts"]
             .as_array()
@@ -676,8 +678,14 @@ fn fault_seen(
         if hosts.iter().any(|h| want.contains(h)) {
             assert_eq!(hosts, want, "{d}");
             assert!(kinds.iter().any(|k| d["kind"] == *k), "{d}");
+            found = true;
         }
     }
+    assert!(
+        found || !must_find,
+        "no verdict names {want:?}: {:#}\n{g:?}",
+        v["verdicts"]
+    );
 }
 
 /// Issue 24: the link rxe1 <-> rxe2 slowed by tc (both directions, nothing
@@ -696,12 +704,13 @@ fn a_slow_link_shows_between_its_two_ranks() {
         &[(1, 2), (2, 1)],
         &[1, 2],
         &["link", "direction"],
+        true,
     );
 }
 
 /// Issue 24: rank 3's NIC (rxe3) slowed by tc, what it sends and what it
 /// receives: every cell of rank 3 slow, the others as before; a verdict
-/// names rank 3 (its host or NIC) and no other rank.
+/// about rank 3, if any, names its host or NIC and no other rank.
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn a_slow_nic_shows_in_its_ranks_row_and_column() {
@@ -709,7 +718,11 @@ fn a_slow_nic_shows_in_its_ranks_row_and_column() {
     let _tc = Shaped::new(&["nic", "rxe3", SLOW_NIC]);
     let (v, names) = one_rxe_each("19700");
     let slow = [(3, 0), (3, 1), (3, 2), (0, 3), (1, 3), (2, 3)];
-    fault_seen(&v, &names, &slow, &[3], &["host", "nic"]);
+    // Not required to be found: in the emulated rig the healthy cells
+    // spread so widely (the pair beside a slowed one gets more CPU) that the
+    // diagnosis's low line falls under zero (docs/cluster-diagnosis.md);
+    // if a verdict names rank 3, it names rank 3 alone, as a host or NIC.
+    fault_seen(&v, &names, &slow, &[3], &["host", "nic"], false);
 }
 
 /// Four ranks over rxe with `--budget`: both directions of a pair at once

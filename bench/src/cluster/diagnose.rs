@@ -4,9 +4,12 @@
 //! (docs/cluster-diagnosis.md, "The diagnosis").
 //!
 //! Per NIC (rail): the reference is the median of the hosts' row medians;
-//! the spread is the MAD of the cells above the reference (faults only slow
-//! things down, so the upper half is noise alone), and a cell is low under
-//! `1 - max(K_SIGMA * spread, MIN_EFFECT)` of the reference (or under
+//! the spread is the MAD of the cells above the reference on a log scale
+//! (faults only slow things down, so the upper half is noise alone; rates
+//! vary by factors, so a cell twice the reference and one half of it are
+//! as far from it), and a cell is low under
+//! `exp(-max(K_SIGMA * spread, -ln(1 - MIN_EFFECT)))` of the reference (for
+//! a spread of a few percent about `1 - K_SIGMA * spread`), or under
 //! `fail_below` of its baseline). A host is at fault on a NIC when the
 //! median of its row and the median of its column are low (one side only:
 //! it sends or receives slowly); the low cells no host explains are links
@@ -202,7 +205,7 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         for s in (0..n).filter(|&s| s != c && live(s)) {
             if let Some(v) = rail.best(c, s) {
                 if v >= reference {
-                    above.push((v - reference) / reference);
+                    above.push((v / reference).ln());
                 }
                 score[c * n + s] = v / reference;
             }
@@ -210,12 +213,13 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
     }
     // The median of |x| for x normal is 0.674 sigma: 1.4826 turns it into sigma.
     let spread = upper_median(&mut above).map_or(0.0, |m| 1.4826 * m);
-    let threshold = (K_SIGMA * spread).max(MIN_EFFECT);
-    // A spread so wide that the line would fall to 0 or under (an emulated
-    // device's runs) keeps a small positive line: a cell at a few percent
-    // of the reference is still low, and the baseline's scaling below
-    // keeps its sign.
-    let lowline = (1.0 - threshold).max(MIN_LOWLINE);
+    let threshold = (K_SIGMA * spread).max(-(1.0 - MIN_EFFECT).ln());
+    // On a linear scale a spread of 20% (an emulated device's runs) put the
+    // line at 0 or under, so that a link at a tenth of the reference passed
+    // (seen in the rig: healthy cells 0.052-0.086 Gb/s, the slowed link at
+    // 0.007); on the log scale the same spread puts it near 0.2. The floor
+    // stays for wider spreads still.
+    let lowline = (-threshold).exp().max(MIN_LOWLINE);
     let drift = rail
         .baseline
         .as_ref()
