@@ -53,7 +53,10 @@ impl Model {
     pub fn sigma(&self, flows: usize, run_s: f64) -> f64 {
         let fabric = self.noise / 2.0;
         let short = self.jitter / 2.0 * (flows as f64 / run_s.max(1e-3)).sqrt();
-        fabric.hypot(short)
+        // Not f64::hypot: it binds glibc 2.35's hypot, and the binaries
+        // must run on glibc 2.34 (the values are small fractions: no
+        // overflow for hypot to avoid).
+        (fabric * fabric + short * short).sqrt()
     }
 
     /// The shortest run that measures a flow to `precision` with `flows`
