@@ -732,7 +732,9 @@ fn a_slow_link_shows_between_its_two_ranks() {
 
 /// Issue 24: rank 3's NIC (rxe3) slowed by tc, what it sends and what it
 /// receives: every cell of rank 3 slow, the others as before; a verdict
-/// about rank 3, if any, names its host or NIC and no other rank.
+/// names rank 3 alone (its host or NIC). Verdicts about other ranks (the
+/// emulated rig's noise gives some: one run of four blamed rank 1 at 0.79
+/// of the median) are not judged here.
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn a_slow_nic_shows_in_its_ranks_row_and_column() {
@@ -740,11 +742,11 @@ fn a_slow_nic_shows_in_its_ranks_row_and_column() {
     let _tc = Shaped::new(&["nic", "rxe3", SLOW_NIC]);
     let (v, names) = one_rxe_each("19700");
     let slow = [(3, 0), (3, 1), (3, 2), (0, 3), (1, 3), (2, 3)];
-    // Not required to be found: in the emulated rig the healthy cells
-    // spread so widely (the pair beside a slowed one gets more CPU) that the
-    // diagnosis's low line falls under zero (docs/cluster-diagnosis.md);
-    // if a verdict names rank 3, it names rank 3 alone, as a host or NIC.
-    fault_seen(&v, &names, &slow, &[3], &["host", "nic"], false);
+    // Found as a host (one NIC per rank) or NIC fault since the spread is
+    // on a log scale (before it, 0 of 5 runs: the linear line fell to
+    // its floor; after, 4 of 4, lowline about 0.4, rank 3's cells at 0.04-0.08
+    // of the median).
+    fault_seen(&v, &names, &slow, &[3], &["host", "nic"], true);
 }
 
 /// Four ranks over rxe with `--budget`: both directions of a pair at once
