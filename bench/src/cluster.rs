@@ -1099,6 +1099,7 @@ fn suspect_hook(d: &mut diagnose::Diagnosis, n: usize) {
             why: "named by ERDMA_CLUSTER_HOOK=suspect (a test)".into(),
             numbers: Default::default(),
             retested: false,
+            seen_again: false,
         });
     }
 }

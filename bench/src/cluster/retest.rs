@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::diagnose::{Diagnosis, K_SIGMA, Kind, MIN_EFFECT, Verdict};
+use super::diagnose::{Diagnosis, Kind, Verdict, low_line};
 use super::schedule;
 use crate::doctor::Status;
 
@@ -183,8 +183,8 @@ impl Plan {
 
 impl Plan {
     /// Whether the retest confirms `v` (of a job of `hosts` ranks): the
-    /// final diagnosis still has it, the retest measured its cells again,
-    /// and it paired one of its hosts with a host judged good, so that
+    /// final diagnosis still has it, the retest's own runs of it were low
+    /// too ([`Verdict::seen_again`]), and it paired one of its hosts with a host judged good, so that
     /// the verdict does not rest on the suspects measuring each other (two
     /// ranks, or every rank a suspect, cannot confirm anything).
     pub fn confirms(&self, v: &Verdict, hosts: usize) -> bool {
@@ -194,7 +194,7 @@ impl Plan {
             .flat_map(|s| s.hosts.iter().copied())
             .collect();
         let good = |h: usize| h < hosts && !suspect.contains(&h) && !v.hosts.contains(&h);
-        v.retested
+        v.seen_again
             && self.rounds.iter().flatten().any(|&(a, b)| {
                 (v.hosts.contains(&a) && good(b)) || (v.hosts.contains(&b) && good(a))
             })
@@ -224,40 +224,40 @@ pub fn status(d: &Diagnosis, plan: &Plan, hosts: usize) -> Status {
 
 /// The words a verdict's line ends with once the job retested.
 pub fn outcome(v: &Verdict, confirmed: bool) -> &'static str {
-    match (v.kind, confirmed, v.retested) {
-        (Kind::Lost, _, _) => "a failure",
-        (_, true, _) => "confirmed by the retest: a failure",
-        (_, false, true) => {
-            "not confirmed (the retest measured it, but not against a host judged good): a warning"
+    match (v.kind, confirmed, v.retested, v.seen_again) {
+        (Kind::Lost, ..) => "a failure",
+        (_, true, ..) => "confirmed by the retest: a failure",
+        (_, false, true, true) => {
+            "not confirmed (the retest saw it, but not against a host judged good): a warning"
         }
-        (_, false, false) => "not confirmed (no retest measured it): a warning",
+        (_, false, true, false) => {
+            "not confirmed (the retest measured it again and did not see it): a warning"
+        }
+        (_, false, false, _) => "not confirmed (no retest measured it): a warning",
     }
 }
 
 /// Host verdicts from the NCCL stage of every host alone: `busbw[i]` is
 /// host i's busbw (GB/s) at the largest size. The reference is the upper
-/// median, the spread the MAD of the hosts above it, and a host under
-/// `1 - max(K_SIGMA x spread, MIN_EFFECT)` of the reference is slow, as
-/// the pair diagnosis judges a cell. Needs 3 hosts (with 2, which one is
-/// slow is not known). `hosts` of each verdict index `busbw`.
+/// median and the low line is the pair diagnosis's
+/// ([`low_line`]: the spread on a log scale from the hosts above the
+/// reference, k growing with the number of hosts). Needs 3 hosts (with 2,
+/// which one is slow is not known). `hosts` of each verdict index `busbw`.
 pub fn busbw_outliers(busbw: &[f64]) -> Vec<Verdict> {
     if busbw.len() < 3 {
         return Vec::new();
     }
-    let median = |v: &mut Vec<f64>| -> Option<f64> {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied()
-    };
-    let Some(reference) = median(&mut busbw.to_vec()).filter(|r| *r > 0.0) else {
+    let mut sorted = busbw.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let Some(reference) = sorted.get(sorted.len() / 2).copied().filter(|r| *r > 0.0) else {
         return Vec::new();
     };
     let mut above: Vec<f64> = busbw
         .iter()
         .filter(|&&b| b >= reference)
-        .map(|b| (b - reference) / reference)
+        .map(|b| (b / reference).ln())
         .collect();
-    let spread = median(&mut above).map_or(0.0, |m| 1.4826 * m);
-    let lowline = 1.0 - (K_SIGMA * spread).max(MIN_EFFECT);
+    let (spread, lowline) = low_line(&mut above, busbw.len());
     busbw
         .iter()
         .enumerate()
@@ -282,6 +282,7 @@ pub fn busbw_outliers(busbw: &[f64]) -> Vec<Verdict> {
                 ),
                 numbers,
                 retested: false,
+                seen_again: false,
             }
         })
         .collect()
@@ -299,6 +300,7 @@ mod tests {
             why: String::new(),
             numbers: BTreeMap::new(),
             retested,
+            seen_again: retested,
         }
     }
 
@@ -390,8 +392,11 @@ mod tests {
         d.verdicts.push(verdict(Kind::Direction, &[0, 1], false));
         assert_eq!(status(&d, &p, 4), Status::Warn);
         assert!(outcome(&d.verdicts[0], false).contains("no retest measured it"));
-        // Measured again, but only by each other: not confirmed.
+        // Measured again and not seen: not confirmed.
         d.verdicts[0].retested = true;
+        assert!(outcome(&d.verdicts[0], false).contains("did not see it"));
+        // Seen again, but only by each other: not confirmed.
+        d.verdicts[0].seen_again = true;
         assert!(!p.confirms(&d.verdicts[0], 4));
         assert_eq!(status(&d, &p, 4), Status::Warn);
         assert!(outcome(&d.verdicts[0], false).contains("not against a host judged good"));

@@ -391,6 +391,7 @@ fn retested_job(retest_gbps: Option<f64>) -> (i32, String, Value) {
             why: String::new(),
             numbers: Default::default(),
             retested: false,
+            seen_again: false,
         }],
         notes: Vec::new(),
     };

@@ -51,13 +51,141 @@ fn kinds(d: &Diagnosis) -> Vec<(Kind, Vec<usize>, Option<usize>)> {
         .collect()
 }
 
+/// Noise alone (+-5%, 24 hosts, 2 NICs, 20 clusters): the first pass may
+/// name a suspect now and then (the low line is set for a 1% chance per
+/// NIC of any: `FALSE_ALARM`, a bound for normal noise), and every one is
+/// cleared when its cells are measured again, as the retest does.
 #[test]
-fn noise_only_gives_no_verdict() {
+fn noise_only_gives_no_verdict_once_retested() {
+    let mut suspects = 0;
     for seed in 0..20 {
-        let d = judge(&cluster(24, 2, 0.05, seed, |_, _, _| 1.0));
-        assert!(d.verdicts.is_empty(), "seed {seed}: {:?}", kinds(&d));
+        let mut rails = cluster(24, 2, 0.05, seed, |_, _, _| 1.0);
+        let d = judge(&rails);
         assert!(d.notes.is_empty(), "{:?}", d.notes);
+        suspects += d.verdicts.len();
+        let mut rng = Rng::new(1000 + seed);
+        for v in &d.verdicts {
+            let rail = &mut rails[v.nic.unwrap_or(0)];
+            let (a, b) = (v.hosts[0], *v.hosts.last().unwrap());
+            for cell in [(a, b), (b, a)] {
+                let again = 100.0 * (1.0 + 0.025 * rng.normal());
+                rail.extra.insert(cell, vec![again]);
+            }
+        }
+        let after = judge(&rails);
+        assert!(
+            after.verdicts.is_empty(),
+            "seed {seed}: {:?}",
+            kinds(&after)
+        );
     }
+    // 40 NICs judged: at most 0.2 expected (1% / 2 each).
+    assert!(
+        suspects <= 2,
+        "{suspects} suspects in 20 noise-only clusters"
+    );
+}
+
+/// The two matrices where a fixed 5 sigma found nothing (4 ranks on the
+/// rig's Soft-RoCE devices, one job each, tc slowing a link and a NIC):
+/// the emulated devices' spread (0.48 and 0.54 on the log scale) times 5
+/// put the low line under the slowed cells. With k for 12 cells (3.8) the
+/// link and the NIC are found.
+#[test]
+fn the_rig_faults_a_fixed_five_sigma_missed() {
+    let rail = |g: [[f64; 4]; 4]| {
+        let mut r = Rail::new(4);
+        for (c, row) in g.iter().enumerate() {
+            for (s, x) in row.iter().enumerate().filter(|&(s, _)| s != c) {
+                r.gbps[c][s] = Some(*x);
+            }
+        }
+        vec![r]
+    };
+    let judge4 = |rails: &[Rail]| {
+        let names = names(4);
+        diagnose(&Input {
+            names: &names,
+            rails,
+            lost: &[],
+            port_gbps: None,
+            fail_below: 0.9,
+        })
+    };
+    let link = rail([
+        [0.0, 0.1021, 0.0496, 0.0799],
+        [0.0903, 0.0, 0.0074, 0.0498],
+        [0.0968, 0.0074, 0.0, 0.0536],
+        [0.1031, 0.0466, 0.0699, 0.0],
+    ]);
+    let d = judge4(&link);
+    assert_eq!(kinds(&d), vec![(Kind::Link, vec![1, 2], None)], "{d:?}");
+    let nic = rail([
+        [0.0, 0.0999, 0.0688, 0.0038],
+        [0.0415, 0.0, 0.0488, 0.0039],
+        [0.0564, 0.0812, 0.0, 0.0039],
+        [0.0038, 0.0039, 0.0039, 0.0],
+    ]);
+    let d = judge4(&nic);
+    assert_eq!(kinds(&d), vec![(Kind::Host, vec![3], None)], "{d:?}");
+    assert!((k_sigma(12) - 3.77).abs() < 0.01, "{}", k_sigma(12));
+}
+
+/// k grows with the values judged: a few hosts are judged with a lower
+/// bar than a million cells, each with the same chance of a false alarm.
+#[test]
+fn k_grows_with_the_cells_judged() {
+    let ks: Vec<f64> = [1, 2, 12, 240, 999_000, 2_000_000]
+        .iter()
+        .map(|&m| k_sigma(m))
+        .collect();
+    assert!(ks.windows(2).all(|w| w[0] < w[1]), "{ks:?}");
+    assert!((ks[4] - 6.07).abs() < 0.01, "{ks:?}");
+    assert_eq!(k_sigma(0), k_sigma(1));
+}
+
+/// A host flagged by its first pass that the retest measures at full rate
+/// against a good host is not seen again (the best of its runs keeps the
+/// flag, the retest's own numbers do not): seen in the rig, where a
+/// healthy rank with one low cell next to a slowed rank was "confirmed".
+#[test]
+fn a_retest_that_measures_a_host_well_does_not_see_it_again() {
+    let mut rails = cluster(
+        6,
+        1,
+        0.02,
+        3,
+        |_, c, s| {
+            if c == 4 || s == 4 { 0.5 } else { 1.0 }
+        },
+    );
+    let d = judge(&rails);
+    assert_eq!(kinds(&d), vec![(Kind::Host, vec![4], None)]);
+    assert!(!d.verdicts[0].retested && !d.verdicts[0].seen_again);
+    // Measured again against hosts 0 and 1: still slow.
+    for o in [0, 1] {
+        rails[0].extra.insert((4, o), vec![51.0]);
+        rails[0].extra.insert((o, 4), vec![49.0]);
+    }
+    let d = judge(&rails);
+    assert!(d.verdicts[0].retested && d.verdicts[0].seen_again, "{d:?}");
+    assert!(d.verdicts[0].why.contains("the retest saw it again"));
+    // Measured again at full rate: the first pass's cells keep the flag,
+    // but the retest did not see it.
+    for o in [0, 1] {
+        rails[0].extra.insert((4, o), vec![101.0]);
+        rails[0].extra.insert((o, 4), vec![99.0]);
+    }
+    let d = judge(&rails);
+    assert_eq!(kinds(&d), vec![(Kind::Host, vec![4], None)]);
+    assert!(d.verdicts[0].retested && !d.verdicts[0].seen_again, "{d:?}");
+    assert!(
+        d.verdicts[0]
+            .why
+            .contains("the retest measured it again and did not see it"),
+        "{}",
+        d.verdicts[0].why
+    );
 }
 
 #[test]
@@ -164,11 +292,8 @@ fn a_retest_clears_an_unlucky_run_and_confirms_a_fault() {
         "{}",
         after.verdicts[0].why
     );
-    assert!(
-        after.verdicts[0]
-            .why
-            .contains("the retest measured it again")
-    );
+    assert!(after.verdicts[0].why.contains("the retest saw it again"));
+    assert!(after.verdicts[0].seen_again);
 }
 
 #[test]
