@@ -539,11 +539,31 @@ fn pairs(doc: &Value) -> String {
             .map(|d| d.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
     }
+    let unmeasured = not_measured(p);
+    if !unmeasured.is_empty() {
+        let n = names.len();
+        let _ = write!(
+            s,
+            "<p>{} of {} cells <b>not measured</b>: no round of the schedule planned them (white cells; not a failure).</p>",
+            unmeasured.len(),
+            n * n.saturating_sub(1)
+        );
+    }
+    let failed = failed_pairs(doc);
     for r in rails {
-        s.push_str(&rail_heatmap(&r, &names, &base, &failed_pairs(doc)));
+        s.push_str(&rail_heatmap(&r, &names, &base, &failed, &unmeasured));
     }
     s.push_str(&pair_failures(doc, &names));
     s
+}
+
+/// The cells the schedule left out (`pairs.not_measured`, `[client,
+/// server]` each); malformed entries are skipped.
+fn not_measured(p: &Value) -> std::collections::HashSet<(usize, usize)> {
+    items(&p["not_measured"])
+        .iter()
+        .filter_map(|c| Some((c[0].as_u64()? as usize, c[1].as_u64()? as usize)))
+        .collect()
 }
 
 /// Ratio to the baseline for (client, server) of rail 0, by file label.
@@ -564,6 +584,7 @@ fn rail_heatmap(
     names: &[String],
     base: &std::collections::HashMap<(usize, usize), f64>,
     failed: &[FailedPair],
+    unmeasured: &std::collections::HashSet<(usize, usize)>,
 ) -> String {
     let n = items(r.gbps).len();
     let mut title = match r.rail {
@@ -596,6 +617,11 @@ fn rail_heatmap(
                     }
                     let who = format!("{} -> {}", label(names, i), label(names, j));
                     let Some(g) = at(r.gbps, i, j) else {
+                        if unmeasured.contains(&(i, j)) {
+                            return Cell::NotMeasured {
+                                tip: format!("{who}: not measured (no round planned it)"),
+                            };
+                        }
                         let why = failed
                             .iter()
                             .find(|f| f.client == i && f.server == j && f.rail == r.rail)

@@ -261,6 +261,7 @@ fn pair_matrix_verdicts_in_the_reports() {
         gbps,
         rails: Vec::new(),
         runs: Vec::new(),
+        planned: None,
     };
     let stages = Stages {
         pairs: Some(&m),
@@ -316,6 +317,7 @@ fn every_rail_is_judged_and_a_slow_nic_is_named_with_its_index() {
         gbps: rail0.clone(),
         rails: vec![rail(0, rail0), rail(1, rail1)],
         runs: Vec::new(),
+        planned: None,
     };
     let stages = Stages {
         pairs: Some(&m),

@@ -200,6 +200,33 @@ fn heatmap_has_one_cell_per_measured_direction() {
 }
 
 #[test]
+fn cells_no_round_planned_are_not_measured_not_failed() {
+    // 2 -> 1 and 0 -> 2 null: 2 -> 1 left out by the schedule, 1 -> 2
+    // planned and failed (its runs have errors).
+    let mut doc = today();
+    doc["pairs"]["gbps"][2][1] = Value::Null;
+    doc["pairs"]["not_measured"] = json!([[2, 1], "junk", [9]]);
+    let html = render(&doc);
+    check_page(&html);
+    let d = parse(&html);
+    assert_eq!(count(&d, "rect", "cell"), 6);
+    assert_eq!(count(&d, "rect", "failed"), 1, "1 -> 2 still failed");
+    let un: Vec<_> = d
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && class_is(n, "unmeasured"))
+        .collect();
+    assert_eq!(un.len(), 1);
+    assert_eq!(un[0].attribute("fill"), Some(svg::NOT_MEASURED));
+    let tip = un[0].first_element_child().unwrap().text().unwrap();
+    assert!(tip.ends_with("not measured (no round planned it)"), "{tip}");
+    assert!(html.contains("1 of 6 cells <b>not measured</b>"), "{html}");
+    assert!(html.contains(">not measured</text>"), "the legend's swatch");
+    // Without the key every empty cell is a failure, as before.
+    let plain = render(&today());
+    assert_eq!(count(&parse(&plain), "rect", "unmeasured"), 0);
+}
+
+#[test]
 fn cells_are_coloured_by_the_baseline_or_the_median() {
     // The fills of the cells that have a value.
     let fills_of = |html: &str| -> Vec<String> {
