@@ -5,7 +5,7 @@
 //! output) and nothing else, so it follows the document's contract rather
 //! than the stages' types: every key is optional, a section is shown when
 //! its key is present (`pairs`, `pairs.rails`, `baseline`, `nccl`,
-//! `traffic`, `verdicts`), and a value of the wrong type is shown as
+//! `traffic`, `verdicts`, `retest`), and a value of the wrong type is shown as
 //! missing, never a panic. Every string of the document is escaped (host
 //! names come from the hosts). The page is well-formed XML as well as
 //! HTML, so tests read it with an XML parser.
@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+mod retest;
 mod svg;
 use svg::{Cell, Series};
 
@@ -127,6 +128,7 @@ pub fn render(doc: &Value) -> String {
     body.push_str(&summary(doc));
     body.push_str(&hosts(doc));
     body.push_str(&verdicts(doc));
+    body.push_str(&retest::section(doc));
     body.push_str(&problems(doc));
     body.push_str(&pairs(doc));
     body.push_str(&baseline(doc));
@@ -221,6 +223,7 @@ fn summary(doc: &Value) -> String {
     for (id, key, title) in [
         ("hosts", "hosts", "Hosts"),
         ("verdicts", "verdicts", "Verdicts"),
+        ("retest", "retest", "Retest"),
         ("problems", "problems", "Problems"),
         ("pairs", "pairs", "NIC pairs"),
         ("baseline", "baseline", "Baseline"),
@@ -404,9 +407,11 @@ fn verdicts(doc: &Value) -> String {
             esc(&plain(&v["nic"])),
             esc(&plain(&v["why"])),
             esc(&numbers.join(", ")),
-            match v["retested"] {
-                Value::Bool(true) => "yes",
-                Value::Bool(false) => "no",
+            match (&v["retested"], &v["confirmed"]) {
+                (Value::Bool(true), Value::Bool(true)) => "yes, confirmed",
+                (Value::Bool(true), Value::Bool(false)) => "yes, not confirmed",
+                (Value::Bool(true), _) => "yes",
+                (Value::Bool(false), _) => "no",
                 _ => "",
             }
         );

@@ -68,7 +68,7 @@ pub fn ratio_colour(r: f64) -> String {
 }
 
 /// Dark text on light cells, white on dark ones.
-fn ink(fill: &str) -> &'static str {
+pub fn ink(fill: &str) -> &'static str {
     let hex = |i: usize| u8::from_str_radix(fill.get(i..i + 2).unwrap_or("ff"), 16).unwrap_or(255);
     let luma = 0.299 * hex(1) as f64 + 0.587 * hex(3) as f64 + 0.114 * hex(5) as f64;
     if luma < 120.0 { "#ffffff" } else { "#1b1b1b" }
