@@ -614,6 +614,9 @@ fn budget_prints_the_plan_and_the_retest_is_gathered_and_run() {
     );
     // 12 directed pairs, both sides each.
     assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24);
+    // The full matrix planned every cell: none is left out, each failed.
+    assert_eq!(v["pairs"]["not_measured"], serde_json::json!([]), "{v}");
+    assert_eq!(v["pairs"]["status"], "fail");
     let rt = &v["retest"];
     assert_eq!(
         rt["suspects"],
@@ -650,6 +653,7 @@ fn budget_prints_the_plan_and_the_retest_is_gathered_and_run() {
         "{v}"
     );
     assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24);
+    assert!(v["pairs"].get("not_measured").is_none(), "no schedule: {v}");
     assert_eq!(
         v["retest"]["runs"].as_array().unwrap().len(),
         8,
