@@ -206,9 +206,7 @@ impl Judged {
         }
         diagnose::render_text(&d, &self.names)
     }
-}
 
-impl Judged {
     /// What became of a first-pass suspect: the final pair verdict of the
     /// same kind, hosts and NIC, confirmed or not, or none (cleared).
     pub fn suspect_outcome(&self, sp: &retest::Suspect) -> &'static str {
