@@ -769,6 +769,9 @@ pub struct Gathered {
     pub schedule: Option<Value>,
     /// The retest rounds' plan and each rank's retest runs.
     pub retest: Option<(retest::Plan, Vec<Vec<u8>>)>,
+    /// The directed (client, server) cells the pair stage's schedule was
+    /// to measure (`--budget`); none: every cell (the full matrix).
+    pub planned: Option<Vec<(usize, usize)>>,
 }
 
 /// The check a lost rank's report gets (its own, or one made for it when
@@ -971,7 +974,11 @@ pub fn report_with(
     let parsed = parse_reports(&raw).and_then(|r| {
         let m = pairs
             .map(|p| Matrix::from_ranks(&args.pair.pair_test, p))
-            .transpose()?;
+            .transpose()?
+            .map(|m| match &g.planned {
+                Some(cells) => m.with_planned(cells),
+                None => m,
+            });
         Ok((r, m))
     });
     let (reports, matrix) = match parsed {

@@ -14,6 +14,21 @@ fn has_rdma() -> bool {
     std::path::Path::new("/sys/class/infiniband_verbs/abi_version").exists()
 }
 
+/// A JSON pair-stage job of short runs (without RDMA each fails at once),
+/// then `extra`.
+fn pair_job<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "--json",
+        "--skip",
+        "gpu",
+        "--pairs",
+        "--perf-args",
+        "-s 4096 -n 10",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
 #[test]
 fn two_ranks_without_rdma_fail_together() {
     if has_rdma() {
@@ -111,17 +126,7 @@ fn pairs_without_rdma_fail_every_run_once() {
         eprintln!("this host has RDMA: rig_cluster.rs checks it");
         return;
     }
-    let (code, out, err) = mpirun(
-        2,
-        &[
-            "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--perf-args",
-            "-s 4096 -n 10",
-        ],
-    );
+    let (code, out, err) = mpirun(2, &pair_job(&[]));
     assert_eq!(code, Some(2), "{out}{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
     let pairs = &v["pairs"];
@@ -588,18 +593,8 @@ fn budget_prints_the_plan_and_the_retest_is_gathered_and_run() {
         eprintln!("this host has RDMA: rig_cluster.rs checks it");
         return;
     }
-    let args = [
-        "--json",
-        "--skip",
-        "gpu",
-        "--pairs",
-        "--perf-args",
-        "-s 4096 -n 10",
-        "--pair-port",
-        "19700",
-    ];
-    let mut budget = args.to_vec();
-    budget.extend(["--budget", "5"]);
+    let args = pair_job(&["--pair-port", "19700"]);
+    let budget = pair_job(&["--pair-port", "19700", "--budget", "5"]);
     let (code, out, err) = mpirun_env(4, &budget, &[("ERDMA_CLUSTER_HOOK", "suspect:2")]);
     assert_eq!(code, Some(2), "{out}{err}");
     let plan = "erdma-cluster: pair stage: full matrix (circle method, both directions at once), \
@@ -619,6 +614,9 @@ fn budget_prints_the_plan_and_the_retest_is_gathered_and_run() {
     );
     // 12 directed pairs, both sides each.
     assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24);
+    // The full matrix planned every cell: none is left out, each failed.
+    assert_eq!(v["pairs"]["not_measured"], serde_json::json!([]), "{v}");
+    assert_eq!(v["pairs"]["status"], "fail");
     let rt = &v["retest"];
     assert_eq!(
         rt["suspects"],
@@ -655,6 +653,7 @@ fn budget_prints_the_plan_and_the_retest_is_gathered_and_run() {
         "{v}"
     );
     assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24);
+    assert!(v["pairs"].get("not_measured").is_none(), "no schedule: {v}");
     assert_eq!(
         v["retest"]["runs"].as_array().unwrap().len(),
         8,

@@ -230,3 +230,54 @@ fn shuffled_faults_are_found_wherever_they_sit() {
         ]
     );
 }
+
+#[test]
+fn cells_a_random_schedule_left_out_are_not_measured_not_failed() {
+    // 32 hosts in 9 s: one or two rounds of random pairings, 8 partners
+    // each, leave most of the 992 cells out.
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-sim-nm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err) = sim(&[
+        "32",
+        "--budget",
+        "0.15",
+        "--documents",
+        "--out",
+        dir.to_str().unwrap(),
+        "--inject",
+        "host:h1:0.5",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("random pairings"), "{out}");
+    let whole: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    let p = &whole["pairs"];
+    assert_eq!(p["status"], "ok", "no cell failed: {}", p["not_measured"]);
+    let left: Vec<(u64, u64)> = p["not_measured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c[0].as_u64().unwrap(), c[1].as_u64().unwrap()))
+        .collect();
+    assert!(left.len() > 300 && left.len() < 992, "{}", left.len());
+    for &(c, s) in &left {
+        assert!(p["gbps"][c as usize][s as usize].is_null(), "{c} -> {s}");
+    }
+    let measured = (0..32)
+        .flat_map(|c| (0..32).map(move |s| (c, s)))
+        .filter(|&(c, s)| p["gbps"][c][s].is_f64())
+        .count();
+    assert_eq!(
+        measured + left.len(),
+        32 * 31,
+        "every cell measured or left out"
+    );
+    assert_eq!(whole["verdicts"][0]["hosts"], serde_json::json!(["h1"]));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert_eq!(
+        html.matches("class=\"cell unmeasured\"").count(),
+        left.len()
+    );
+    assert!(!html.contains("class=\"cell failed\""), "no failed cell");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,6 +1,7 @@
 //! report.html as a person sees it: headless Chromium renders a report to a
 //! PNG, which must not be blank and must show the pair heatmap (pixels of
-//! its colours). Without Chromium the test says so and skips, unless
+//! its colours) and the retest section (a retest run beside the first
+//! pass). Without Chromium the test says so and skips, unless
 //! ERDMA_REQUIRE_CHROMIUM=1 (scripts/test.sh, whose setup installs it),
 //! where its absence fails.
 
@@ -72,8 +73,25 @@ fn document() -> Value {
             "errors": {}, "verdict": "cannot prove", "why": "no byte counters"})).collect::<Vec<_>>()},
         "verdicts": [{"kind": "link", "hosts": ["gpu-node-03", "gpu-node-01"], "nic": 0,
                       "why": "gpu-node-03 -> gpu-node-01 failed: transport retry counter exceeded",
-                      "numbers": {}}]
+                      "numbers": {}, "retested": true, "confirmed": true, "status": "fail",
+                      "source": "pairs"}],
+        "retest": retest()
     })
+}
+
+/// The retest of the failed link: the pair again, then each end with a
+/// good host; 01 -> 03 now runs, at 60 Gb/s (0.75 of the median: the
+/// only cell of that colour on the page).
+fn retest() -> Value {
+    let run = |c: usize, s: usize, g: Option<f64>| {
+        json!({"client": c, "server": s, "role": "client", "gbps": g, "rail": 0, "share": 1,
+               "error": g.is_none().then_some("ibv_poll_cq: transport retry counter exceeded"),
+               "doc": null})
+    };
+    json!({"suspects": [{"kind": "link", "hosts": [3, 1], "nic": 0}],
+           "rounds": [[[3, 1]], [[3, 0], [1, 2]]], "left": 0, "good": 2,
+           "runs": [run(3, 1, None), run(1, 3, Some(60.0)), run(3, 0, Some(80.0)),
+                    run(0, 3, Some(80.0)), run(1, 2, Some(80.0)), run(2, 1, Some(80.0))]})
 }
 
 fn chromium() -> Option<PathBuf> {
@@ -140,7 +158,7 @@ fn chromium_shows_the_heatmap() {
             "--disable-dev-shm-usage",
             "--hide-scrollbars",
             "--no-first-run",
-            "--window-size=1200,2000",
+            "--window-size=1200,3000",
         ])
         .arg(format!("--user-data-dir={}", dir.join("profile").display()))
         .arg(format!("--screenshot={}", shot.display()))
@@ -155,7 +173,7 @@ fn chromium_shows_the_heatmap() {
     );
     let (w, h, px) = decode(&shot);
     eprintln!("screenshot {} ({w}x{h})", shot.display());
-    assert_eq!((w, h), (1200, 2000));
+    assert_eq!((w, h), (1200, 3000));
     let white = px.iter().filter(|p| near(**p, "#ffffff")).count();
     let inked = px.len() - white;
     assert!(
@@ -171,6 +189,11 @@ fn chromium_shows_the_heatmap() {
         "the heatmap's cells at the median colour: {at_median} pixels"
     );
     assert!(failed > 1000, "the failed cell: {failed} pixels");
+    // The retest section: 01 -> 03's retest cell at 0.75 of the median.
+    let retest = px.iter().filter(|p| near(**p, "#fc8d59")).count();
+    eprintln!("retest cell at 0.75x: {retest} pixels");
+    // (the legend's scale alone has about 300 such pixels, the cell 8000)
+    assert!(retest > 5000, "the retest run at 0.75x: {retest} pixels");
     // The verdict banner (fail: light red) is on the page too.
     let banner = px.iter().filter(|p| near(**p, "#fde8e6")).count();
     assert!(banner > 20_000, "the verdict banner: {banner} pixels");

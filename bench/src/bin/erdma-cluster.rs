@@ -603,6 +603,8 @@ fn run() -> i32 {
             serde_json::json!({"schedule": p.describe(), "predicted_wall_s": p.predicted_wall_s(),
                                "pair_wall_s": t0.elapsed().as_secs_f64()})
         });
+        // A budget's schedule may leave cells out: they are not failures.
+        gathered.planned = st.plan.as_ref().filter(|p| p.budgeted).map(|p| p.planned());
     }
     let pair_raw = stage.map(|s| s.raw);
     if let Some(before) = before {

@@ -5,7 +5,7 @@
 //! output) and nothing else, so it follows the document's contract rather
 //! than the stages' types: every key is optional, a section is shown when
 //! its key is present (`pairs`, `pairs.rails`, `baseline`, `nccl`,
-//! `traffic`, `verdicts`), and a value of the wrong type is shown as
+//! `traffic`, `verdicts`, `retest`), and a value of the wrong type is shown as
 //! missing, never a panic. Every string of the document is escaped (host
 //! names come from the hosts). The page is well-formed XML as well as
 //! HTML, so tests read it with an XML parser.
@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+mod retest;
 mod svg;
 use svg::{Cell, Series};
 
@@ -127,6 +128,7 @@ pub fn render(doc: &Value) -> String {
     body.push_str(&summary(doc));
     body.push_str(&hosts(doc));
     body.push_str(&verdicts(doc));
+    body.push_str(&retest::section(doc));
     body.push_str(&problems(doc));
     body.push_str(&pairs(doc));
     body.push_str(&baseline(doc));
@@ -221,6 +223,7 @@ fn summary(doc: &Value) -> String {
     for (id, key, title) in [
         ("hosts", "hosts", "Hosts"),
         ("verdicts", "verdicts", "Verdicts"),
+        ("retest", "retest", "Retest"),
         ("problems", "problems", "Problems"),
         ("pairs", "pairs", "NIC pairs"),
         ("baseline", "baseline", "Baseline"),
@@ -404,9 +407,11 @@ fn verdicts(doc: &Value) -> String {
             esc(&plain(&v["nic"])),
             esc(&plain(&v["why"])),
             esc(&numbers.join(", ")),
-            match v["retested"] {
-                Value::Bool(true) => "yes",
-                Value::Bool(false) => "no",
+            match (&v["retested"], &v["confirmed"]) {
+                (Value::Bool(true), Value::Bool(true)) => "yes, confirmed",
+                (Value::Bool(true), Value::Bool(false)) => "yes, not confirmed",
+                (Value::Bool(true), _) => "yes",
+                (Value::Bool(false), _) => "no",
                 _ => "",
             }
         );
@@ -539,11 +544,31 @@ fn pairs(doc: &Value) -> String {
             .map(|d| d.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
     }
+    let unmeasured = not_measured(p);
+    if !unmeasured.is_empty() {
+        let n = names.len();
+        let _ = write!(
+            s,
+            "<p>{} of {} cells <b>not measured</b>: no round of the schedule planned them (white cells; not a failure).</p>",
+            unmeasured.len(),
+            n * n.saturating_sub(1)
+        );
+    }
+    let failed = failed_pairs(doc);
     for r in rails {
-        s.push_str(&rail_heatmap(&r, &names, &base, &failed_pairs(doc)));
+        s.push_str(&rail_heatmap(&r, &names, &base, &failed, &unmeasured));
     }
     s.push_str(&pair_failures(doc, &names));
     s
+}
+
+/// The cells the schedule left out (`pairs.not_measured`, `[client,
+/// server]` each); malformed entries are skipped.
+fn not_measured(p: &Value) -> std::collections::HashSet<(usize, usize)> {
+    items(&p["not_measured"])
+        .iter()
+        .filter_map(|c| Some((c[0].as_u64()? as usize, c[1].as_u64()? as usize)))
+        .collect()
 }
 
 /// Ratio to the baseline for (client, server) of rail 0, by file label.
@@ -564,6 +589,7 @@ fn rail_heatmap(
     names: &[String],
     base: &std::collections::HashMap<(usize, usize), f64>,
     failed: &[FailedPair],
+    unmeasured: &std::collections::HashSet<(usize, usize)>,
 ) -> String {
     let n = items(r.gbps).len();
     let mut title = match r.rail {
@@ -596,6 +622,11 @@ fn rail_heatmap(
                     }
                     let who = format!("{} -> {}", label(names, i), label(names, j));
                     let Some(g) = at(r.gbps, i, j) else {
+                        if unmeasured.contains(&(i, j)) {
+                            return Cell::NotMeasured {
+                                tip: format!("{who}: not measured (no round planned it)"),
+                            };
+                        }
                         let why = failed
                             .iter()
                             .find(|f| f.client == i && f.server == j && f.rail == r.rail)

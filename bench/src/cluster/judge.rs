@@ -183,6 +183,9 @@ impl Judged {
                     };
                     j["status"] = json!(st);
                 }
+                if self.retest_ran && !nccl {
+                    j["confirmed"] = json!(self.confirmed(v));
+                }
             }
         }
         all
@@ -203,11 +206,35 @@ impl Judged {
         }
         diagnose::render_text(&d, &self.names)
     }
+
+    /// What became of a first-pass suspect: the final pair verdict of the
+    /// same kind, hosts and NIC, confirmed or not, or none (cleared).
+    pub fn suspect_outcome(&self, sp: &retest::Suspect) -> &'static str {
+        let n = self.diagnosis.verdicts.len() - self.from_nccl;
+        let same = |v: &&diagnose::Verdict| {
+            let (mut a, mut b) = (v.hosts.clone(), sp.hosts.clone());
+            a.sort_unstable();
+            b.sort_unstable();
+            v.kind.as_str() == sp.kind && a == b && v.nic == sp.nic
+        };
+        match self.diagnosis.verdicts[..n].iter().find(same) {
+            Some(v) if self.confirmed(v) => "confirmed by the retest",
+            Some(v) if v.retested => "still a verdict, not confirmed (not against a good host)",
+            Some(_) => "still a verdict, not confirmed (not measured again)",
+            None => "cleared: no such verdict after the retest",
+        }
+    }
 }
 
-/// What the retest saw, as text: the plan, then each retest run against
-/// the same cell's first pass.
-pub fn retest_text(rt: &Retested, first: Option<&super::Matrix>, names: &[String]) -> String {
+/// What the retest saw, as text: the plan (each suspect with what became
+/// of it when `judged` is given, each round's pairs), then each retest
+/// run against the same cell's first pass.
+pub fn retest_text(
+    rt: &Retested,
+    first: Option<&super::Matrix>,
+    names: &[String],
+    judged: Option<&Judged>,
+) -> String {
     let p = &rt.plan;
     let name = |i: usize| names.get(i).map_or("?", String::as_str);
     let mut s = format!(
@@ -229,7 +256,19 @@ pub fn retest_text(rt: &Retested, first: Option<&super::Matrix>, names: &[String
     for sp in &p.suspects {
         let hosts: Vec<&str> = sp.hosts.iter().map(|&h| name(h)).collect();
         let nic = sp.nic.map_or_else(String::new, |k| format!(" NIC {k}"));
-        s.push_str(&format!("suspect   {} {}{nic}\n", sp.kind, hosts.join(" ")));
+        let outcome = judged.map_or_else(String::new, |j| format!(": {}", j.suspect_outcome(sp)));
+        s.push_str(&format!(
+            "suspect   {} {}{nic}{outcome}\n",
+            sp.kind,
+            hosts.join(" ")
+        ));
+    }
+    for (k, round) in p.rounds.iter().enumerate() {
+        let met: Vec<String> = round
+            .iter()
+            .map(|&(a, b)| format!("{} <-> {}", name(a), name(b)))
+            .collect();
+        s.push_str(&format!("round {:<3} {}\n", k + 1, met.join(", ")));
     }
     for r in rt.runs.iter().filter(|r| r.role == "client") {
         let was = first
@@ -296,7 +335,7 @@ pub fn render_text(reports: &[HostReport], stages: &Stages) -> String {
     let judged = judge(reports, stages);
     if let Some(rt) = stages.retest {
         let labels: Vec<String> = reports.iter().map(HostReport::label).collect();
-        s.push_str(&retest_text(rt, stages.pairs, &labels));
+        s.push_str(&retest_text(rt, stages.pairs, &labels, judged.as_ref()));
     }
     if let Some(j) = &judged {
         s.push_str(&j.render_text());

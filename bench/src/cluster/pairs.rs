@@ -779,8 +779,17 @@ fn nic_at(m: &mut Vec<NicRuns>, rank: usize, dev: &Option<String>) -> usize {
     m.len() - 1
 }
 
-/// A matrix of Gb/s as text (row: client, column: server).
-fn grid(gbps: &[Vec<Option<f64>>], labels: &[String]) -> String {
+/// What the text grid shows in a cell no round of the schedule planned.
+pub const NOT_MEASURED: &str = "n/m";
+
+/// A matrix of Gb/s as text (row: client, column: server); a cell without
+/// a value reads "failed" when `planned` says it was to be measured, else
+/// [`NOT_MEASURED`].
+fn grid(
+    gbps: &[Vec<Option<f64>>],
+    labels: &[String],
+    planned: &dyn Fn(usize, usize) -> bool,
+) -> String {
     let w = labels.iter().map(|l| l.len()).max().unwrap_or(6).max(8);
     let mut s = format!("{:<w$}", "client");
     for l in labels {
@@ -793,7 +802,8 @@ fn grid(gbps: &[Vec<Option<f64>>], labels: &[String]) -> String {
             let cell = match (i == j, v) {
                 (true, _) => "-".to_owned(),
                 (false, Some(g)) => format!("{g:.2}"),
-                (false, None) => "failed".to_owned(),
+                (false, None) if planned(i, j) => "failed".to_owned(),
+                (false, None) => NOT_MEASURED.to_owned(),
             };
             s.push_str(&format!(" {cell:>w$}"));
         }
@@ -813,6 +823,11 @@ pub struct Matrix {
     pub rails: Vec<Rail>,
     /// Every run, both sides.
     pub runs: Vec<PairRun>,
+    /// `planned[client][server]`: whether a round of the schedule was to
+    /// measure the cell (on every rail); `None`: every cell was (the full
+    /// matrix). A planned cell without a value failed; one no round
+    /// planned is not measured, which fails nothing.
+    pub planned: Option<Vec<Vec<bool>>>,
 }
 
 impl Matrix {
@@ -858,7 +873,44 @@ impl Matrix {
             gbps,
             rails,
             runs,
+            planned: None,
         })
+    }
+
+    /// The matrix with only the directed `(client, server)` cells of
+    /// `flows` planned (what the schedule's rounds ran); flows naming a
+    /// rank outside the matrix are ignored.
+    pub fn with_planned(mut self, flows: &[(usize, usize)]) -> Matrix {
+        let n = self.gbps.len();
+        let mut planned = vec![vec![false; n]; n];
+        for &(c, s) in flows.iter().filter(|(c, s)| *c < n && *s < n) {
+            planned[c][s] = true;
+        }
+        self.planned = Some(planned);
+        self
+    }
+
+    /// Whether the cell (`client`, `server`) was to be measured.
+    pub fn is_planned(&self, client: usize, server: usize) -> bool {
+        self.planned.as_ref().is_none_or(|p| {
+            p.get(client)
+                .and_then(|row| row.get(server))
+                .copied()
+                .unwrap_or(false)
+        })
+    }
+
+    /// The off-diagonal cells no round planned, `(client, server)` in
+    /// order (none for the full matrix).
+    pub fn not_measured(&self) -> Vec<(usize, usize)> {
+        let n = self.gbps.len();
+        if self.planned.is_none() {
+            return Vec::new();
+        }
+        (0..n)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .filter(|&(i, j)| i != j && !self.is_planned(i, j))
+            .collect()
     }
 
     /// How rank `i` is named with its NIC: `host/rxe0`.
@@ -892,7 +944,8 @@ impl Matrix {
         m
     }
 
-    /// Fail when a run failed or a pair has no value; ok otherwise.
+    /// Fail when a run failed or a planned cell ([`Matrix::is_planned`])
+    /// has no value; ok otherwise (a cell no round planned fails nothing).
     pub fn status(&self) -> Status {
         let n = self.gbps.len();
         let missing = self
@@ -900,7 +953,9 @@ impl Matrix {
             .iter()
             .map(|r| &r.gbps)
             .chain(std::iter::once(&self.gbps))
-            .any(|g| (0..n).any(|i| (0..n).any(|j| i != j && g[i][j].is_none())));
+            .any(|g| {
+                (0..n).any(|i| (0..n).any(|j| i != j && g[i][j].is_none() && self.is_planned(i, j)))
+            });
         if missing || self.runs.iter().any(|r| r.error.is_some()) {
             Status::Fail
         } else {
@@ -919,8 +974,9 @@ impl Matrix {
             s.push_str("one rank: no pair to measure\n");
             return s;
         }
+        let planned = |i: usize, j: usize| self.is_planned(i, j);
         if self.rails.len() < 2 {
-            s.push_str(&grid(&self.gbps, labels));
+            s.push_str(&grid(&self.gbps, labels, &planned));
         }
         for r in self.rails.iter().filter(|_| self.rails.len() > 1) {
             let devs: Vec<String> = r
@@ -929,8 +985,9 @@ impl Matrix {
                 .map(|d| d.clone().unwrap_or_else(|| "default".into()))
                 .collect();
             s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
-            s.push_str(&grid(&r.gbps, labels));
+            s.push_str(&grid(&r.gbps, labels, &planned));
         }
+        s.push_str(&self.not_measured_line());
         for r in self
             .runs
             .iter()
@@ -969,6 +1026,19 @@ impl Matrix {
             ));
         }
         s
+    }
+
+    /// How many cells the schedule left out, when it left any.
+    fn not_measured_line(&self) -> String {
+        let n = self.gbps.len();
+        match self.not_measured().len() {
+            0 => String::new(),
+            k => format!(
+                "{NOT_MEASURED}: not measured, no round of the schedule planned it ({k} of {} \
+                 cells; not a failure)\n",
+                n * (n - 1)
+            ),
+        }
     }
 
     /// Whether the payload was checked.
@@ -1038,9 +1108,11 @@ impl Matrix {
         all.reduce(|a, b| if (b.2 > a.2) == fastest { b } else { a })
     }
 
-    /// The `pairs` object of the cluster's JSON document.
+    /// The `pairs` object of the cluster's JSON document; with a schedule
+    /// that left cells out, `not_measured` lists them as `[client,
+    /// server]` (their `gbps` is null as a failed cell's is).
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "test": self.test,
             "unit": "Gb/s",
             "status": self.status(),
@@ -1050,7 +1122,12 @@ impl Matrix {
             })).collect::<Vec<_>>(),
             "verified": self.runs.iter().any(|r| r.verified || r.corrupt),
             "runs": self.runs.iter().map(PairRun::to_json).collect::<Vec<_>>(),
-        })
+        });
+        if self.planned.is_some() {
+            let cells: Vec<[usize; 2]> = self.not_measured().iter().map(|&(c, s)| [c, s]).collect();
+            v["not_measured"] = json!(cells);
+        }
+        v
     }
 
     /// The client documents to write under `--out`: (client, server, doc).
@@ -1226,6 +1303,80 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("failed"), "{text}");
+    }
+
+    /// Three ranks whose schedule planned 0 <-> 1 and 1 -> 2 only: 0 -> 1
+    /// measured, 1 -> 0 and 1 -> 2 with `missing` as their runs.
+    fn scheduled(missing: &[Value]) -> Matrix {
+        let mut r0 = vec![run(0, 1, "client", Some(20.0), None)];
+        r0.extend(missing.iter().cloned());
+        let raw = vec![
+            Value::Array(r0).to_string().into_bytes(),
+            b"[]".to_vec(),
+            b"[]".to_vec(),
+        ];
+        Matrix::from_ranks("write_bw", &raw)
+            .unwrap()
+            .with_planned(&[(0, 1), (1, 0), (1, 2)])
+    }
+
+    #[test]
+    fn a_cell_no_round_planned_is_not_measured_not_failed() {
+        let ok = [
+            run(1, 0, "client", Some(19.0), None),
+            run(1, 2, "client", Some(18.0), None),
+        ];
+        let m = scheduled(&ok);
+        assert_eq!(
+            m.status(),
+            Status::Ok,
+            "4 cells unplanned, every planned one measured"
+        );
+        assert!(m.is_planned(1, 2) && !m.is_planned(2, 1) && !m.is_planned(0, 2));
+        assert_eq!(m.not_measured(), vec![(0, 2), (2, 0), (2, 1)]);
+        let text = m.render_text(&["a".into(), "b".into(), "c".into()]);
+        assert!(!text.contains("failed"), "{text}");
+        let c_row = text.lines().find(|l| l.starts_with("c ")).unwrap();
+        assert_eq!(c_row.matches(NOT_MEASURED).count(), 2, "{text}");
+        assert!(
+            text.contains("n/m: not measured, no round of the schedule planned it (3 of 6 cells; not a failure)"),
+            "{text}"
+        );
+        let j = m.to_json();
+        assert_eq!(j["status"], "ok");
+        assert_eq!(j["not_measured"], json!([[0, 2], [2, 0], [2, 1]]));
+        assert_eq!(j["gbps"][2][0], Value::Null, "null as before");
+    }
+
+    #[test]
+    fn a_planned_cell_without_a_value_still_fails() {
+        // 1 -> 2's run failed; 1 -> 0 was planned but no run came back.
+        let m = scheduled(&[run(1, 2, "client", None, Some("connect: refused"))]);
+        assert_eq!(m.status(), Status::Fail);
+        let m = scheduled(&[run(1, 2, "client", Some(18.0), None)]);
+        assert_eq!(m.status(), Status::Fail, "planned 1 -> 0 has no record");
+        let text = m.render_text(&["a".into(), "b".into(), "c".into()]);
+        let b_row = text.lines().find(|l| l.starts_with("b ")).unwrap();
+        assert!(
+            b_row.contains("failed") && b_row.contains("18.00"),
+            "{text}"
+        );
+        // The full matrix (no plan): every empty cell fails, no key added.
+        let raw = vec![
+            json!([run(0, 1, "client", Some(20.0), None)])
+                .to_string()
+                .into_bytes(),
+            b"[]".to_vec(),
+        ];
+        let full = Matrix::from_ranks("write_bw", &raw).unwrap();
+        assert_eq!(full.status(), Status::Fail);
+        assert!(full.not_measured().is_empty());
+        assert!(full.to_json().get("not_measured").is_none());
+        assert!(
+            !full
+                .render_text(&["a".into(), "b".into()])
+                .contains(NOT_MEASURED)
+        );
     }
 
     #[test]

@@ -551,7 +551,12 @@ pub fn main(
         })
         .collect();
     let gathered = match (a.documents, results[0].outcome.rails.first()) {
-        (true, Some(rail)) => match gather(&names, rail, out_dir) {
+        (true, Some(rail)) => match gather(
+            &names,
+            rail,
+            &first_flows(&s.plan, results[0].seed),
+            out_dir,
+        ) {
             Ok(g) => Some(g),
             Err(e) => {
                 let _ = writeln!(err, "erdma-cluster: {e}");
@@ -585,6 +590,16 @@ pub fn main(
     } else {
         EXIT_MISMATCH
     }
+}
+
+/// Every directed flow of the main rounds of the cluster of `seed`: the
+/// cells its matrix was to measure.
+fn first_flows(plan: &Plan, seed: u64) -> Vec<(usize, usize)> {
+    let plan = Plan {
+        seed,
+        ..plan.clone()
+    };
+    (0..plan.rounds).flat_map(|r| plan.round(r)).collect()
 }
 
 /// Rank 0's share of a real job of this size (`--documents`).
@@ -633,6 +648,7 @@ impl Gathered {
 fn gather(
     names: &[String],
     rail: &Rail,
+    planned: &[(usize, usize)],
     out_dir: Option<&std::path::Path>,
 ) -> Result<Gathered, String> {
     use crate::meta::RunMeta;
@@ -655,7 +671,9 @@ fn gather(
         gbps: rail.gbps.clone(),
         rails: Vec::new(),
         runs: Vec::new(),
-    };
+        planned: None,
+    }
+    .with_planned(planned);
     let stages = super::Stages {
         pairs: Some(&m),
         baseline: None,

@@ -174,6 +174,13 @@ impl JobPlan {
             .collect()
     }
 
+    /// Every directed (client, server) cell the main rounds measure.
+    pub fn planned(&self) -> Vec<(usize, usize)> {
+        (0..self.plan.rounds)
+            .flat_map(|r| self.plan.round(r))
+            .collect()
+    }
+
     /// The rounds of a retest: each pair both directions.
     pub fn retest_rounds(&self, pairs: &[Vec<(usize, usize)>]) -> Vec<Round> {
         pairs

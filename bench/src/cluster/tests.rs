@@ -261,6 +261,7 @@ fn pair_matrix_verdicts_in_the_reports() {
         gbps,
         rails: Vec::new(),
         runs: Vec::new(),
+        planned: None,
     };
     let stages = Stages {
         pairs: Some(&m),
@@ -316,6 +317,7 @@ fn every_rail_is_judged_and_a_slow_nic_is_named_with_its_index() {
         gbps: rail0.clone(),
         rails: vec![rail(0, rail0), rail(1, rail1)],
         runs: Vec::new(),
+        planned: None,
     };
     let stages = Stages {
         pairs: Some(&m),
@@ -448,6 +450,34 @@ fn a_verdict_the_retest_confirms_fails_the_job() {
         "{text}"
     );
     assert!(text.ends_with("# result: fail (exit 2)\n"), "{text}");
+    // The retest section: the suspect with what became of it, who met whom.
+    assert!(
+        text.contains("suspect   host c: confirmed by the retest\n"),
+        "{text}"
+    );
+    let rounds: Vec<&str> = text.lines().filter(|l| l.starts_with("round ")).collect();
+    assert_eq!(rounds.len(), 2, "{text}");
+    for (k, l) in rounds.iter().enumerate() {
+        assert!(l.starts_with(&format!("round {:<3} ", k + 1)), "{l}");
+        assert!(l.contains(" <-> ") && l.contains('c'), "{l}");
+    }
+    assert_eq!(verdicts[0]["confirmed"], true);
+    // report.html of the same document shows what the retest saw.
+    let page = super::html::render(&v);
+    assert!(
+        page.contains("<span class=\"badge b-fail\">confirmed by the retest</span>"),
+        "{page}"
+    );
+    assert_eq!(
+        page.matches("<td>c &#8594; ").count() + page.matches(" &#8594; c</td>").count(),
+        4
+    );
+    assert_eq!(
+        page.matches(">12.1 (").count(),
+        4,
+        "each retest run: {page}"
+    );
+    assert_eq!(page.matches(">12.0 (").count(), 4, "beside its first pass");
 }
 
 #[test]
@@ -462,8 +492,13 @@ fn a_retest_that_measures_well_clears_and_one_not_held_warns() {
     assert_eq!(verdicts[0]["kind"], "link", "{text}");
     assert_eq!(verdicts[0]["hosts"], serde_json::json!(["c", "d"]));
     assert_eq!(verdicts[0]["status"], "warn");
+    assert_eq!(verdicts[0]["confirmed"], false);
     assert!(
         text.contains("retest    a -> c NIC 0: 20.00 Gb/s (first pass 12.00 Gb/s)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("suspect   host c: cleared: no such verdict after the retest\n"),
         "{text}"
     );
     let (code, text, v) = retested_job(None);
@@ -473,4 +508,9 @@ fn a_retest_that_measures_well_clears_and_one_not_held_warns() {
         text.contains("not confirmed (no retest measured it): a warning"),
         "{text}"
     );
+    assert!(
+        text.contains("suspect   host c: still a verdict, not confirmed (not measured again)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("round 1"), "no round held: {text}");
 }

@@ -16,6 +16,11 @@ pub enum Cell {
         /// The hover text.
         tip: String,
     },
+    /// No round of the schedule planned the cell (not a failure).
+    NotMeasured {
+        /// The hover text.
+        tip: String,
+    },
     /// A measured bandwidth.
     Value {
         /// Gb/s.
@@ -40,6 +45,8 @@ const STOPS: [(f64, [u8; 3]); 5] = [
 
 /// The fill of a failed cell.
 pub const FAILED: &str = "#3d3d3d";
+/// The fill of a cell no round planned.
+pub const NOT_MEASURED: &str = "#ffffff";
 /// The fill of a cell without a reference to compare with.
 pub const NO_REFERENCE: &str = "#c9d3df";
 const DIAGONAL: &str = "#f2f2f2";
@@ -61,7 +68,7 @@ pub fn ratio_colour(r: f64) -> String {
 }
 
 /// Dark text on light cells, white on dark ones.
-fn ink(fill: &str) -> &'static str {
+pub fn ink(fill: &str) -> &'static str {
     let hex = |i: usize| u8::from_str_radix(fill.get(i..i + 2).unwrap_or("ff"), 16).unwrap_or(255);
     let luma = 0.299 * hex(1) as f64 + 0.587 * hex(3) as f64 + 0.114 * hex(5) as f64;
     if luma < 120.0 { "#ffffff" } else { "#1b1b1b" }
@@ -127,6 +134,12 @@ fn cell_svg(cell: &Cell, x: f64, y: f64, cs: f64) -> String {
             tip,
             vec!["failed".to_owned()],
         ),
+        Cell::NotMeasured { tip } => {
+            return format!(
+                r##"<rect class="cell unmeasured" x="{x:.1}" y="{y:.1}" width="{cs:.1}" height="{cs:.1}" fill="{NOT_MEASURED}" stroke="#d0d0d0"><title>{}</title></rect>"##,
+                esc(tip)
+            );
+        }
         Cell::Value { gbps, ratio, tip } => {
             let fill = ratio.map_or(NO_REFERENCE.to_owned(), ratio_colour);
             let mut lines = vec![gbps_text(*gbps)];
@@ -172,12 +185,12 @@ pub fn gbps_text(g: f64) -> String {
 }
 
 /// The heatmap's legend: the colour scale from 0.5 to 1.1 and the
-/// swatches for failed and unreferenced cells.
+/// swatches for failed, unreferenced and unmeasured cells.
 pub fn legend(reference: &str) -> String {
     let steps = 30;
     let (x0, bw) = (24.0, 300.0);
     let mut s = String::from(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="legend" width="600" height="58" viewBox="0 0 600 58">"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="legend" width="710" height="58" viewBox="0 0 710 58">"#,
     );
     for k in 0..steps {
         let r = 0.5 + 0.6 * (k as f64 + 0.5) / steps as f64;
@@ -206,14 +219,18 @@ pub fn legend(reference: &str) -> String {
         r#"<text x="{x0}" y="55" class="muted">ratio to {}</text>"#,
         esc(reference)
     );
-    for (k, (fill, what)) in [(FAILED, "failed"), (NO_REFERENCE, "no reference")]
-        .iter()
-        .enumerate()
+    for (k, (fill, what)) in [
+        (FAILED, "failed"),
+        (NO_REFERENCE, "no reference"),
+        (NOT_MEASURED, "not measured"),
+    ]
+    .iter()
+    .enumerate()
     {
         let x = 360.0 + k as f64 * 110.0;
         let _ = write!(
             s,
-            r#"<rect x="{x}" y="8" width="16" height="16" fill="{fill}"/><text x="{}" y="21">{what}</text>"#,
+            r##"<rect x="{x}" y="8" width="16" height="16" fill="{fill}" stroke="#d0d0d0"/><text x="{}" y="21">{what}</text>"##,
             x + 22.0
         );
     }

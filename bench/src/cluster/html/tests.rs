@@ -200,6 +200,33 @@ fn heatmap_has_one_cell_per_measured_direction() {
 }
 
 #[test]
+fn cells_no_round_planned_are_not_measured_not_failed() {
+    // 2 -> 1 and 0 -> 2 null: 2 -> 1 left out by the schedule, 1 -> 2
+    // planned and failed (its runs have errors).
+    let mut doc = today();
+    doc["pairs"]["gbps"][2][1] = Value::Null;
+    doc["pairs"]["not_measured"] = json!([[2, 1], "junk", [9]]);
+    let html = render(&doc);
+    check_page(&html);
+    let d = parse(&html);
+    assert_eq!(count(&d, "rect", "cell"), 6);
+    assert_eq!(count(&d, "rect", "failed"), 1, "1 -> 2 still failed");
+    let un: Vec<_> = d
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && class_is(n, "unmeasured"))
+        .collect();
+    assert_eq!(un.len(), 1);
+    assert_eq!(un[0].attribute("fill"), Some(svg::NOT_MEASURED));
+    let tip = un[0].first_element_child().unwrap().text().unwrap();
+    assert!(tip.ends_with("not measured (no round planned it)"), "{tip}");
+    assert!(html.contains("1 of 6 cells <b>not measured</b>"), "{html}");
+    assert!(html.contains(">not measured</text>"), "the legend's swatch");
+    // Without the key every empty cell is a failure, as before.
+    let plain = render(&today());
+    assert_eq!(count(&parse(&plain), "rect", "unmeasured"), 0);
+}
+
+#[test]
 fn cells_are_coloured_by_the_baseline_or_the_median() {
     // The fills of the cells that have a value.
     let fills_of = |html: &str| -> Vec<String> {
@@ -414,4 +441,129 @@ fn a_heatmap_cell_knows_its_numbers() {
     assert_eq!(svg::gbps_text(96.5), "96.5");
     assert_eq!(svg::gbps_text(190.4), "190");
     assert!(s.contains("b -&gt; a: &lt;x&gt;"), "{s}");
+}
+
+/// Today's document after a retest: h2 (slow towards h0) confirmed, the
+/// suspect link h0-EVIL cleared, one retest run failed.
+fn retested() -> Value {
+    let mut d = today();
+    let run = |c: usize, s: usize, role: &str, g: Option<f64>, e: Option<&str>| {
+        json!({"client": c, "server": s, "role": role, "gbps": g, "error": e, "doc": null,
+               "rail": 0, "share": 1})
+    };
+    d["retest"] = json!({
+        "suspects": [{"kind": "host", "hosts": [2], "nic": null},
+                     {"kind": "link", "hosts": [0, 1], "nic": 0}],
+        "rounds": [[[2, 0]], [[2, 1]]], "left": 1, "good": 1,
+        "runs": [run(2, 0, "client", Some(30.0), None), run(2, 0, "server", None, None),
+                 run(0, 2, "client", Some(80.0), None),
+                 run(2, 1, "client", None, Some("accept: timed out")),
+                 run(1, 2, "client", Some(70.0), None)]
+    });
+    d["verdicts"] = json!([{"kind": "host", "hosts": ["h2"], "nic": null, "why": "slow",
+                            "numbers": {}, "retested": true, "status": "fail",
+                            "confirmed": true, "source": "pairs"}]);
+    d
+}
+
+#[test]
+fn the_retest_section_shows_suspects_rounds_and_runs_beside_the_first_pass() {
+    let html = render(&retested());
+    check_page(&html);
+    assert!(html.contains("<a href=\"#retest\">Retest</a>"));
+    let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} not in {html}"));
+    assert!(
+        at("id=\"verdicts\"") < at("id=\"retest\"") && at("id=\"retest\"") < at("id=\"pairs\"")
+    );
+    assert!(html.contains(
+        "The first pass named 2 suspect(s); the retest measured them again in 2 round(s), 2 pair(s)"
+    ));
+    assert!(html.contains("1 request(s) did not fit"));
+    let d = parse(&html);
+    let tables: Vec<_> = d
+        .descendants()
+        .filter(|n| n.has_tag_name("table"))
+        .collect();
+    let rows_of = |t: &roxmltree::Node| -> Vec<Vec<String>> {
+        t.children()
+            .filter(|r| r.has_tag_name("tr"))
+            .map(|r| {
+                r.children()
+                    .filter(|c| c.is_element())
+                    .map(|c| {
+                        c.descendants()
+                            .filter(|x| x.is_text())
+                            .filter_map(|x| x.text())
+                            .collect::<String>()
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let find = |head: &str| -> Vec<Vec<String>> {
+        let t = tables
+            .iter()
+            .find(|t| rows_of(t)[0].iter().any(|h| h == head))
+            .unwrap_or_else(|| panic!("no table with {head}"));
+        rows_of(t)[1..].to_vec()
+    };
+    // Each suspect with what became of it.
+    let suspects = find("after the retest");
+    assert_eq!(suspects.len(), 2);
+    assert_eq!(suspects[0], ["host", "h2", "", "confirmed by the retest"]);
+    assert_eq!(
+        suspects[1][0..2],
+        [
+            "link".to_owned(),
+            format!("h0, {}", EVIL.replace('\u{1}', "\u{FFFD}"))
+        ]
+    );
+    assert_eq!(suspects[1][3], "cleared: no such verdict after the retest");
+    // Who met whom.
+    let rounds = find("round");
+    assert_eq!(
+        rounds,
+        [
+            ["1", "h2 \u{2194} h0"],
+            [
+                "2",
+                &format!("h2 \u{2194} {}", EVIL.replace('\u{1}', "\u{FFFD}"))
+            ]
+        ]
+    );
+    // Each client run beside the first pass (median 80 Gb/s).
+    let runs = find("first pass");
+    assert_eq!(runs.len(), 4, "client sides only: {runs:?}");
+    assert_eq!(
+        runs[0],
+        ["0", "h2 \u{2192} h0", "40.0 (0.50x)", "30.0 (0.38x)"]
+    );
+    assert_eq!(
+        runs[1][2..],
+        ["80.0 (1.00x)".to_owned(), "80.0 (1.00x)".to_owned()]
+    );
+    assert_eq!(runs[2][3], "failed: accept: timed out");
+    assert_eq!(
+        runs[3][2..],
+        ["failed".to_owned(), "70.0 (0.88x)".to_owned()]
+    );
+    // A cell the schedule left out reads so, not failed.
+    let mut left_out = retested();
+    left_out["pairs"]["not_measured"] = json!([[1, 2]]);
+    assert!(render(&left_out).contains("<td class=\"num\">not measured</td>"));
+    assert!(html.contains(&format!("background:{}", svg::ratio_colour(30.0 / 80.0))));
+    // The verdict says the retest confirmed it.
+    assert_eq!(find("retested")[0][5], "yes, confirmed");
+    // Without `retest` there is no section.
+    assert!(!render(&today()).contains("id=\"retest\""));
+}
+
+#[test]
+fn a_retest_of_the_wrong_shape_is_shown_as_missing() {
+    let mut d = today();
+    d["retest"] = json!({"suspects": "x", "rounds": [[["a", 1]], 7], "runs": {"no": 1}});
+    let html = render(&d);
+    check_page(&html);
+    assert!(html.contains("id=\"retest\""));
+    assert!(html.contains("0 suspect(s)"), "{html}");
 }
