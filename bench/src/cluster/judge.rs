@@ -144,7 +144,7 @@ impl Judged {
     fn confirmed(&self, v: &diagnose::Verdict) -> bool {
         self.plan
             .as_ref()
-            .is_some_and(|p| p.confirms(v, self.ranks))
+            .is_some_and(|p| p.confirms(v, &self.diagnosis, self.ranks))
     }
 
     /// What the verdicts do to the exit status: with the retest, each
@@ -219,7 +219,10 @@ impl Judged {
         };
         match self.diagnosis.verdicts[..n].iter().find(same) {
             Some(v) if self.confirmed(v) => "confirmed by the retest",
-            Some(v) if v.retested => "still a verdict, not confirmed (not against a good host)",
+            Some(v) if v.seen_again => {
+                "still a verdict, not confirmed (seen again, but not against a good host)"
+            }
+            Some(v) if v.retested => "still a verdict, not confirmed (measured again, not seen)",
             Some(_) => "still a verdict, not confirmed (not measured again)",
             None => "cleared: no such verdict after the retest",
         }

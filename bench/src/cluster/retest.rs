@@ -75,7 +75,8 @@ pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
         .verdicts
         .sort_by(|a, b| severity(a).total_cmp(&severity(b)));
     let req = requests(&worst_first);
-    let (mut rounds, left) = schedule::retest_pairs(&req, &good, hosts, max_rounds);
+    let partners = with_stand_ins(&good, &worst_first, hosts);
+    let (mut rounds, left) = schedule::retest_pairs(&req, &partners, hosts, max_rounds);
     rounds.retain(|r| !r.is_empty());
     Plan {
         suspects: d
@@ -92,6 +93,36 @@ pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
         left: left.len(),
         good: good.len(),
     }
+}
+
+/// The hosts a suspect may meet in the retest: the good ones, and when
+/// there are fewer than two, the mildest suspects after them (not the lost
+/// ones). In a small cluster the noise can make every host a suspect of
+/// the first pass (seen in the rig: 4 ranks, a link slowed by tc and a
+/// noisy pair beside it, no good host left, so the slowed link, low
+/// again in its retest, could not be confirmed); a stand-in the retest
+/// clears is judged good after it, and [`Plan::confirms`] counts the
+/// meetings with hosts the final diagnosis finds good.
+fn with_stand_ins(good: &[usize], worst_first: &Diagnosis, hosts: usize) -> Vec<usize> {
+    let mut partners = good.to_vec();
+    if good.len() >= 2 {
+        return partners;
+    }
+    let lost: BTreeSet<usize> = worst_first
+        .verdicts
+        .iter()
+        .filter(|v| v.kind == Kind::Lost)
+        .flat_map(|v| v.hosts.iter().copied())
+        .collect();
+    // Mildest last in `worst_first`: walk it backwards, each host once.
+    for v in worst_first.verdicts.iter().rev() {
+        for &h in &v.hosts {
+            if h < hosts && !lost.contains(&h) && !partners.contains(&h) {
+                partners.push(h);
+            }
+        }
+    }
+    partners
 }
 
 /// How far under the cluster a verdict's cells are (its lowest row or
@@ -182,18 +213,19 @@ impl Plan {
 }
 
 impl Plan {
-    /// Whether the retest confirms `v` (of a job of `hosts` ranks): the
-    /// final diagnosis still has it, the retest's own runs of it were low
-    /// too ([`Verdict::seen_again`]), and it paired one of its hosts with a host judged good, so that
-    /// the verdict does not rest on the suspects measuring each other (two
-    /// ranks, or every rank a suspect, cannot confirm anything).
-    pub fn confirms(&self, v: &Verdict, hosts: usize) -> bool {
-        let suspect: BTreeSet<usize> = self
-            .suspects
+    /// Whether the retest confirms `v`, a verdict of the `final` diagnosis of
+    /// a job of `hosts` ranks: the retest's own runs of it were low too
+    /// ([`Verdict::seen_again`]), and it paired one of its hosts with a host
+    /// judged good after the retest (in no verdict of `final`, lost ones
+    /// included), so that the verdict does not rest on suspects measuring
+    /// each other (two ranks cannot confirm anything).
+    pub fn confirms(&self, v: &Verdict, last: &Diagnosis, hosts: usize) -> bool {
+        let blamed: BTreeSet<usize> = last
+            .verdicts
             .iter()
-            .flat_map(|s| s.hosts.iter().copied())
+            .flat_map(|x| x.hosts.iter().copied())
             .collect();
-        let good = |h: usize| h < hosts && !suspect.contains(&h) && !v.hosts.contains(&h);
+        let good = |h: usize| h < hosts && !blamed.contains(&h) && !v.hosts.contains(&h);
         v.seen_again
             && self.rounds.iter().flatten().any(|&(a, b)| {
                 (v.hosts.contains(&a) && good(b)) || (v.hosts.contains(&b) && good(a))
@@ -217,7 +249,7 @@ pub fn verdict_status(v: &Verdict, confirmed: bool) -> Status {
 pub fn status(d: &Diagnosis, plan: &Plan, hosts: usize) -> Status {
     d.verdicts
         .iter()
-        .map(|v| verdict_status(v, plan.confirms(v, hosts)))
+        .map(|v| verdict_status(v, plan.confirms(v, d, hosts)))
         .max()
         .unwrap_or(Status::Ok)
 }
@@ -397,12 +429,12 @@ mod tests {
         assert!(outcome(&d.verdicts[0], false).contains("did not see it"));
         // Seen again, but only by each other: not confirmed.
         d.verdicts[0].seen_again = true;
-        assert!(!p.confirms(&d.verdicts[0], 4));
+        assert!(!p.confirms(&d.verdicts[0], &d, 4));
         assert_eq!(status(&d, &p, 4), Status::Warn);
         assert!(outcome(&d.verdicts[0], false).contains("not against a host judged good"));
         // Host 2 met host 3, judged good: confirmed.
         d.verdicts.push(verdict(Kind::Nic, &[2], true));
-        assert!(p.confirms(&d.verdicts[1], 4));
+        assert!(p.confirms(&d.verdicts[1], &d, 4));
         assert_eq!(status(&d, &p, 4), Status::Fail);
         assert!(outcome(&d.verdicts[1], true).starts_with("confirmed"));
         assert_eq!(
@@ -419,7 +451,59 @@ mod tests {
             2,
         );
         assert_eq!(two.rounds, vec![vec![(0, 1)]]);
-        assert!(!two.confirms(&verdict(Kind::Direction, &[0, 1], true), 2));
+        let d2 = Diagnosis {
+            verdicts: vec![verdict(Kind::Direction, &[0, 1], true)],
+            notes: Vec::new(),
+        };
+        assert!(!two.confirms(&d2.verdicts[0], &d2, 2));
+    }
+
+    /// Every host a suspect of the first pass (4 ranks: a slow link and a
+    /// noisy pair, as in the rig): the mildest suspects stand in for good
+    /// hosts, and a meeting with one the retest cleared confirms.
+    #[test]
+    fn with_no_good_host_the_mildest_suspects_stand_in() {
+        let mut slow = verdict(Kind::Link, &[1, 2], false);
+        slow.numbers = BTreeMap::from([
+            ("nic0_ab_gbps".into(), 0.006),
+            ("nic0_median_gbps".into(), 0.1),
+        ]);
+        let mut noisy = verdict(Kind::Link, &[0, 3], false);
+        noisy.numbers = BTreeMap::from([
+            ("nic0_ab_gbps".into(), 0.03),
+            ("nic0_median_gbps".into(), 0.1),
+        ]);
+        let first = Diagnosis {
+            verdicts: vec![noisy, slow],
+            notes: Vec::new(),
+        };
+        let p = plan(&first, 4, 2);
+        assert_eq!(p.good, 0);
+        // The worst suspect pair first, each end meeting one of the other pair.
+        assert_eq!(p.rounds[0][0], (1, 2), "{:?}", p.rounds);
+        let met = |h: usize| {
+            p.rounds
+                .iter()
+                .flatten()
+                .filter(|&&(a, b)| a == h || b == h)
+                .count()
+        };
+        assert!(met(1) >= 2 && met(2) >= 2, "{:?}", p.rounds);
+        // The retest cleared 0 <-> 3 and saw 1 <-> 2 again: confirmed.
+        let last = Diagnosis {
+            verdicts: vec![verdict(Kind::Link, &[1, 2], true)],
+            notes: Vec::new(),
+        };
+        assert!(p.confirms(&last.verdicts[0], &last, 4), "{:?}", p.rounds);
+        // Had it kept 0 <-> 3 too, nothing vouches for 1 <-> 2.
+        let both = Diagnosis {
+            verdicts: vec![
+                verdict(Kind::Link, &[0, 3], true),
+                verdict(Kind::Link, &[1, 2], true),
+            ],
+            notes: Vec::new(),
+        };
+        assert!(!p.confirms(&both.verdicts[1], &both, 4));
     }
 
     #[test]

@@ -332,7 +332,13 @@ pub fn retest_pairs(
     max_rounds: usize,
 ) -> (Vec<Vec<(usize, usize)>>, Vec<usize>) {
     let mut pending: Vec<usize> = (0..requests.len()).collect();
-    let mut met: std::collections::BTreeSet<(usize, usize)> = Default::default();
+    // A suspect pair's ends meet other hosts: the pair itself is measured
+    // by its own request.
+    let mut met: std::collections::BTreeSet<(usize, usize)> = requests
+        .iter()
+        .filter_map(|&(a, b)| b.map(|b| [(a, b), (b, a)]))
+        .flatten()
+        .collect();
     let mut rounds = Vec::new();
     let mut next_good = 0usize;
     for _ in 0..max_rounds {

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# erdma-cluster's NCCL stage (--nccl) on a real GPU machine with binaries
+# built elsewhere: the collectives' driver in-process on the NCCL backend,
+# (1) one rank on one GPU, (2) two ranks sharing GPU 0 (each its own
+# NCCL_HOSTID, NCCL over loopback sockets: real multi-rank NCCL, not
+# NVLink), (3) the same two ranks taken for two hosts (the hosts-apart:1
+# test hook), so that the cluster stage expects bytes between hosts and the
+# traffic proof judges them (NCCL_IB_DISABLE=1: nothing goes over RDMA; on a
+# machine with RDMA devices that is a failure naming NCCL_IB_DISABLE, else
+# "cannot prove").
+#
+# Build (on the build machine, from the repository root):
+#   scripts/gpu/cluster-nccl-stage.sh --build DIR   # release erdma-cluster + this script
+# Run (on the GPU machine; Open MPI's mpirun, no Rust needed):
+#   bash DIR/cluster-nccl-stage.sh [OUTDIR]          # OUTDIR defaults to DIR/nccl-stage-out
+# Dry parts (no GPU, no mpirun needed): DRY=1 prints the commands only.
+#
+# Writes OUTDIR/{np1,np2,apart}.json and .err, and each run's --out directory;
+# prints each check with PASS/FAIL; exits 0 only if every check passed.
+set -u
+if [[ ${1:-} == --build ]]; then
+  DIR=${2:?usage: $0 --build DIR}
+  set -e
+  cd "$(dirname "$0")/../.."
+  mkdir -p "$DIR"
+  cargo build --release -p erdma-bench --bin erdma-cluster
+  target=${CARGO_TARGET_DIR:-target}
+  strip --strip-debug -o "$DIR/erdma-cluster" "$target/release/erdma-cluster"
+  cp scripts/gpu/cluster-nccl-stage.sh "$DIR/"
+  newest=$(objdump -T "$DIR/erdma-cluster" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+  echo "newest glibc symbol version needed: $newest"
+  case "$newest" in GLIBC_2.3[5-9]* | GLIBC_2.[4-9]*) echo "too new for the GPU machine" >&2; exit 1 ;; esac
+  ls -l "$DIR"
+  exit 0
+fi
+
+DIR=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-$DIR/nccl-stage-out}
+C=$DIR/erdma-cluster
+DRY=${DRY:-0}
+# A short sweep: the default ends at 1 GiB, which two ranks on one GPU over
+# loopback sockets take minutes for.
+NARGS=${NARGS:--b 1M -e 64M -f 4 -w 2 -n 10 -c 1}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI=(mpirun --allow-run-as-root --oversubscribe --mca pml ob1 --mca btl "self,vader,tcp")
+failed=() passed=0
+ok() { echo "PASS  $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL  $1"; failed+=("$1"); }
+
+# The ranks sharing GPU 0: each its own NCCL host id (from the rank mpirun
+# gave), so that NCCL takes them for ranks of different hosts.
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+WRAP=$WORK/rank-env.sh
+cat >"$WRAP" <<'EOF'
+#!/bin/sh
+NCCL_HOSTID=cluster-nccl-rank-${OMPI_COMM_WORLD_RANK:?rank-env.sh: OMPI_COMM_WORLD_RANK is not set}
+export NCCL_HOSTID
+exec "$@"
+EOF
+chmod +x "$WRAP"
+
+# job NAME NP [ENV=VALUE...] -- ARGS...: one erdma-cluster job, JSON to
+# OUT/NAME.json, stderr to OUT/NAME.err, --out OUT/NAME-out; sets rc.
+job() {
+  local name=$1 np=$2; shift 2
+  local env=() xs=()
+  while [[ $# -gt 0 && $1 != -- ]]; do env+=("$1"); xs+=(-x "${1%%=*}"); shift; done
+  shift
+  local cmd=(timeout 600 "${MPI[@]}" -np "$np" "${xs[@]}" "$WRAP" "$C" --json --out "$OUT/$name-out" "$@")
+  if [[ $DRY == 1 ]]; then
+    echo "${env[*]} ${cmd[*]}"
+    rc=0
+    return
+  fi
+  rm -rf "$OUT/$name-out"
+  env "${env[@]}" "${cmd[@]}" >"$OUT/$name.json" 2>"$OUT/$name.err"
+  rc=$?
+}
+
+# check NAME PYTHON: runs the assertions on OUT/NAME.json (argv: file, rc).
+check() {
+  local name=$1 what=$2 code=$3
+  [[ $DRY == 1 ]] && return
+  if python3 - "$OUT/$name.json" "$rc" <<<"$code"; then ok "$name: $what"; else bad "$name: $what"; fi
+}
+
+mkdir -p "$OUT"
+echo "== machine"
+date -u '+%Y-%m-%d %H:%M:%S UTC'
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -2
+mpirun --version 2>/dev/null | head -1
+echo "RDMA devices: $(find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
+
+COMMON=(-- --nccl --nccl-tests "all_reduce,all_gather" --nccl-args "$NARGS")
+
+echo "== (1) one rank, its GPUs"
+job np1 1 "${COMMON[@]}"
+check np1 "backend nccl, every stage ok, data checked, -J files under --out" '
+import json, os, sys
+d = json.load(open(sys.argv[1])); n = d["nccl"]
+assert n["backend"] == "nccl" and n["gpus_per_rank"] >= 1, n["why"]
+for s in n["stages"]:
+    assert s["status"] == "ok", s
+    assert s["rows"] and all(r["wrong"] == 0 for r in s["rows"]), s
+    assert all(r["algbw"] > 0 for r in s["rows"]), s
+    assert os.path.exists(os.path.join(os.path.dirname(sys.argv[1]), "np1-out", s["json"])), s["json"]
+print("  ", n["why"], "|", n.get("host_stage_skipped"), "|",
+      [(s["name"], s["collective"], s["rows"][-1]["busbw"]) for s in n["stages"]])
+'
+
+echo "== (2) two ranks sharing GPU 0 (NCCL_HOSTID per rank, sockets over lo)"
+ONE=(NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
+job np2 2 "${ONE[@]}" "${COMMON[@]}"
+check np2 "host and cluster stages of 2 ranks ok, busbw > 0" '
+import json, sys
+d = json.load(open(sys.argv[1])); n = d["nccl"]
+assert n["backend"] == "nccl", n["why"]
+names = [(s["name"], s["collective"]) for s in n["stages"]]
+assert len(names) == 4, names
+for s in n["stages"]:
+    assert s["status"] == "ok" and len(s["ranks"]) == 2, s
+    assert s["rows"][-1]["busbw"] > 0, s
+print("  ", [(s["name"], s["collective"], s["rows"][-1]["busbw"]) for s in n["stages"]])
+'
+
+echo "== (3) the two ranks taken for two hosts: the traffic proof"
+job apart 2 "${ONE[@]}" ERDMA_CLUSTER_HOOK=hosts-apart:1 "${COMMON[@]}"
+check apart "cluster stage ok; its bytes between hosts expected; not over RDMA named or cannot prove" '
+import json, sys
+d = json.load(open(sys.argv[1]))
+st = [s for s in d["nccl"]["stages"] if s["scope"] == "cluster"]
+assert st and all(s["status"] == "ok" for s in st), st
+rows = [r for r in d["traffic"]["rows"] if r["stage"].startswith("nccl cluster")]
+assert rows and all(r["expected_bytes"] for r in rows), rows
+for r in rows:
+    assert r["verdict"] in ("cannot prove", "fail"), r
+    if r["verdict"] == "fail":
+        assert "not over RDMA" in r["why"] and "NCCL_IB_DISABLE" in r["why"], r
+print("  ", sorted({(r["verdict"], r["why"][:90]) for r in rows}))
+'
+
+echo "== $passed passed, ${#failed[@]} failed"
+[[ ${#failed[@]} == 0 ]]
