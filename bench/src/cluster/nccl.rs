@@ -495,9 +495,10 @@ pub fn run_rank(
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let _ = std::fs::remove_file(&tmp);
-        // Only after a cluster run: it ends on every rank together, while
-        // the hosts' runs may end far apart (a slow host is what they find).
-        let meets = scope == "cluster";
+        // The ranks meet only after a cluster run: it ends on every rank
+        // together, while the hosts' runs may end far apart (a slow host
+        // is what they are there to find).
+        let cluster = scope == "cluster";
         out.push(RankRun {
             error: error_of(done.code, &done.text),
             test,
@@ -507,7 +508,7 @@ pub fn run_rank(
             before,
             after,
         });
-        if meets {
+        if cluster {
             go_on = meet();
         }
     }
@@ -518,10 +519,10 @@ pub fn run_rank(
 pub const NOT_RUN: i32 = -1;
 
 /// `ERDMA_CLUSTER_HOOK=stop-in-nccl:R` (tests; with others,
-/// comma-separated): rank R stops itself
-/// (SIGSTOP) as its first cluster run of the NCCL stage starts (after the
-/// hosts' runs), as a host that hangs mid-stage would; `kill-in-nccl:R`:
-/// it dies (SIGKILL), as a host that crashes would.
+/// comma-separated): rank R stops itself (SIGSTOP) as its first cluster
+/// run of the NCCL stage starts (after the hosts' runs), as a host that
+/// hangs mid-stage would; `kill-in-nccl:R`: it dies (SIGKILL), as a host
+/// that crashes would.
 fn lost_hook(rank: usize) {
     static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
