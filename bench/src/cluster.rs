@@ -922,6 +922,7 @@ fn later_stages(
         hosts: &hosts,
         expected: nccl::expected_busbw(slowest, nics),
         baseline: args.baseline.as_deref().map(|d| (d, args.fail_below)),
+        lost: &g.lost,
     };
     let (rep, runs) = nccl::Report::from_ranks(&ctx, plan.clone(), raw)?;
     let docs: Vec<Value> = reports.iter().map(|r| r.doc.clone()).collect();

@@ -671,3 +671,178 @@ fn a_budget_too_small_or_without_pairs_is_said_once() {
     assert_eq!(code, Some(3), "{err}");
     assert_eq!(err.matches("--budget 5: needs --pairs").count(), 1, "{err}");
 }
+
+/// The lost verdicts of a report: (host, why).
+fn lost_verdicts(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["kind"] == "lost")
+        .map(|x| {
+            (
+                x["hosts"][0].as_str().unwrap().to_owned(),
+                x["why"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The NCCL stage's stage `name` of `collective` in a report.
+fn nccl_stage<'a>(v: &'a serde_json::Value, name: &str, coll: &str) -> &'a serde_json::Value {
+    v["nccl"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"].as_str().unwrap().starts_with(name) && s["collective"] == coll)
+        .unwrap_or_else(|| panic!("no stage {name} {coll}: {}", v["nccl"]))
+}
+
+/// A rank that hangs in the NCCL stage (SIGSTOP as the cluster run
+/// starts, after the hosts' runs): the others' collectives end after -T
+/// (= --timeout), their timeout census finds it silent, rank 0 names it
+/// lost without waiting for it again, and the job goes on to the report
+/// and exits 5. The pair stage's runs stay in the report and under --out;
+/// the cluster stage fails naming it, the hosts' runs that ended stay ok.
+#[test]
+fn a_rank_stopped_in_the_nccl_stage_is_lost_and_the_report_kept() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-nccl-stop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let t = Instant::now();
+    let (code, out, err) = mpirun_env(
+        4,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--pairs",
+            "--nccl",
+            "--nccl-args",
+            "-b 8 -e 4K -f 8 -n 2 -w 1 -c 1",
+            // The least --pairs takes: the collectives' -T too.
+            "--timeout",
+            "45",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "hosts-apart:2,stop-in-nccl:1")],
+    );
+    let wall = t.elapsed();
+    assert_eq!(code, Some(5), "{out}{err}");
+    // One --timeout (the collectives' -T) and the census's 3 s, not two
+    // timeouts, nor mpirun's end.
+    assert!(wall < Duration::from_secs(80), "{wall:?}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(v["exit_status"], 5);
+    let lost = lost_verdicts(&v);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(lost[0].0.ends_with(" (rank 1)"), "{lost:?}");
+    assert!(
+        lost[0]
+            .1
+            .contains("silent in the NCCL stage's timeout census"),
+        "{lost:?}"
+    );
+    // The pair stage: 12 directions, both sides, each failing without RDMA.
+    assert_eq!(v["pairs"]["runs"].as_array().unwrap().len(), 24, "{v:#}");
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(kept["pairs"]["runs"].as_array().unwrap().len(), 24);
+    assert_eq!(kept["exit_status"], 5);
+    assert_eq!(std::fs::read_dir(dir.join("rounds")).unwrap().count(), 3);
+    // The hosts' runs ended before rank 1 stopped; the cluster run failed
+    // on every live rank with the census's verdict, rank 1 lost.
+    assert_eq!(v["nccl"]["status"], "fail");
+    let hosts: Vec<&serde_json::Value> = v["nccl"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["scope"] == "host")
+        .collect();
+    assert_eq!(hosts.len(), 2, "{}", v["nccl"]);
+    for h in hosts {
+        assert_eq!(h["status"], "ok", "{h}");
+        assert_eq!(h["rows"].as_array().unwrap().len(), 4, "{h}");
+    }
+    let c = nccl_stage(&v, "cluster", "all_reduce");
+    assert_eq!(c["status"], "fail");
+    let e = c["error"].as_str().unwrap();
+    assert!(
+        e.contains("rank 0: exit 4: ") && e.contains("rank 1 (pid "),
+        "{e}"
+    );
+    assert!(e.contains("did not respond: stopped"), "{e}");
+    assert!(
+        e.contains("rank 1: lost: silent in the NCCL stage's timeout census"),
+        "{e}"
+    );
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.starts_with("nccl-host-"))
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    eprintln!("stopped in the NCCL stage: the job took {wall:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A rank killed in the NCCL stage (SIGKILL, under `mpirun
+/// --enable-recovery`): the same, and the runs left after the cluster run
+/// that lost it are not started (each would wait a timeout) but reported
+/// as not run. Short: no pair stage, --timeout 5.
+#[test]
+fn a_rank_killed_in_the_nccl_stage_the_others_report_it() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let t = Instant::now();
+    let (code, out, err) = mpirun_with(
+        4,
+        &["--enable-recovery"],
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--nccl",
+            "--nccl-tests",
+            "all_reduce,all_gather",
+            "--nccl-args",
+            "-b 8 -e 4K -f 8 -n 2 -w 1 -c 1",
+            "--timeout",
+            "5",
+        ],
+        &[("ERDMA_CLUSTER_HOOK", "kill-in-nccl:2")],
+    );
+    let wall = t.elapsed();
+    assert!(wall < Duration::from_secs(40), "{wall:?}");
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {code:?}\n{out}{err}"));
+    assert_eq!(v["exit_status"], 5, "{v:#}");
+    let lost = lost_verdicts(&v);
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(lost[0].0.ends_with(" (rank 2)"), "{lost:?}");
+    assert_eq!(nccl_stage(&v, "host ", "all_reduce")["status"], "ok");
+    let c = nccl_stage(&v, "cluster", "all_reduce");
+    assert_eq!(c["status"], "fail");
+    assert!(
+        c["error"].as_str().unwrap().contains("rank 2: lost: "),
+        "{c}"
+    );
+    for name in ["host ", "cluster"] {
+        let s = nccl_stage(&v, name, "all_gather");
+        assert_eq!(s["status"], "fail", "{s}");
+        assert!(s["rows"].as_array().unwrap().is_empty(), "{s}");
+        assert!(
+            s["error"].as_str().unwrap().starts_with(
+                "rank 0,1,3: not run: a rank was lost earlier in the NCCL stage; rank 2: lost: "
+            ),
+            "{s}"
+        );
+    }
+    eprintln!("killed in the NCCL stage: the job took {wall:?}");
+}

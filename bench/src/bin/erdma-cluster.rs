@@ -107,14 +107,15 @@ fn gpu_count() -> usize {
     erdma::cuda::device_count().unwrap_or(0)
 }
 
-/// `ERDMA_CLUSTER_HOOK=hosts-apart:K` (tests): the NCCL stage takes ranks
-/// K*i .. K*i+K-1 for host i, so that one machine runs the per-host
-/// communicators as a cluster would.
+/// `ERDMA_CLUSTER_HOOK=hosts-apart:K` (tests; with others, comma-separated):
+/// the NCCL stage takes ranks K*i .. K*i+K-1 for host i, so that one
+/// machine runs the per-host communicators as a cluster would.
 #[cfg(feature = "mpi")]
 fn nccl_hosts(hosts: Vec<String>) -> Vec<String> {
     let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
     match hook
-        .strip_prefix("hosts-apart:")
+        .split(',')
+        .find_map(|h| h.strip_prefix("hosts-apart:"))
         .and_then(|k| k.parse::<usize>().ok())
     {
         Some(k) if k > 0 => hosts
@@ -126,17 +127,26 @@ fn nccl_hosts(hosts: Vec<String>) -> Vec<String> {
     }
 }
 
-/// This rank's NCCL runs as the JSON array it sends to rank 0.
+/// This rank's NCCL runs as the JSON array it sends to rank 0; `meet`
+/// after each cluster run (see [`nccl::run_rank`]).
 fn nccl_runs(
     args: &Args,
     rank: usize,
     hosts: &[String],
     plan: &nccl::Plan,
     first: bool,
+    meet: &mut dyn FnMut() -> bool,
 ) -> Vec<u8> {
-    let runs = nccl::run_rank(&args.nccl, plan, hosts, rank, args.timeout, &mut || {
-        counters(first)
-    });
+    let mut count = || counters(first);
+    let runs = nccl::run_rank(
+        &args.nccl,
+        plan,
+        hosts,
+        rank,
+        args.timeout,
+        &mut count,
+        meet,
+    );
     serde_json::Value::Array(runs.iter().map(nccl::RankRun::to_json).collect())
         .to_string()
         .into_bytes()
@@ -163,6 +173,7 @@ mod world {
     pub struct World {
         boot: Arc<dyn Bootstrap>,
         live: Live<P2p>,
+        timeout: Duration,
     }
 
     /// Initializes MPI (the one wait that cannot be bounded: mpirun's).
@@ -183,7 +194,11 @@ mod world {
                     // A rank that times out in a collective starts the
                     // census: the others' waits then end at once and join it.
                     job::set_world(boot.clone());
-                    World { boot, live }
+                    World {
+                        boot,
+                        live,
+                        timeout,
+                    }
                 }
                 Err(e) => {
                     eprintln!("erdma-cluster: MPI failed while starting: {e}");
@@ -205,6 +220,17 @@ mod world {
         /// Whether `rank` was lost.
         pub fn is_lost(&self, rank: usize) -> bool {
             self.live.is_lost(rank)
+        }
+
+        /// Rank 0: `rank` is lost for `why` (proved by another wait), in
+        /// `stage`; the next exchange does not wait for it.
+        pub fn declare_lost(&self, rank: usize, why: &str, stage: &str) {
+            self.live.declare_lost(rank, why, stage);
+        }
+
+        /// `--timeout` in seconds.
+        pub fn timeout_s(&self) -> u64 {
+            self.timeout.as_secs()
         }
 
         /// Every rank's bytes on every rank (index = rank; empty for a
@@ -526,6 +552,26 @@ fn resumed(
     }
 }
 
+/// The ranks meet after a cluster run of the NCCL stage; whether the
+/// stage goes on (no rank lost). A run that timed out ran the collectives'
+/// census: the ranks it found silent are named lost at once (rank 0), not
+/// waited for a second time; the others, silent here too, after
+/// `--timeout`.
+#[cfg(feature = "mpi")]
+fn nccl_meet(world: &world::World) -> bool {
+    const STAGE: &str = "meeting after an NCCL cluster run";
+    for r in erdma_bench::nccltests::census::silent() {
+        let why = format!(
+            "silent in the NCCL stage's timeout census (no answer within {} s after --timeout {} s: stopped, hung or gone)",
+            erdma_bench::nccltests::census::WINDOW.as_secs(),
+            world.timeout_s()
+        );
+        world.declare_lost(r, &why, "the NCCL stage");
+    }
+    world.barrier(STAGE);
+    world.lost().is_empty()
+}
+
 /// `ERDMA_CLUSTER_HOOK=stop:R` (tests): rank R stops itself (SIGSTOP)
 /// right after MPI is initialized, as a rank that hangs would.
 #[cfg(feature = "mpi")]
@@ -632,7 +678,8 @@ fn run() -> i32 {
             .collect();
         let plan = nccl::plan(&args.nccl, &gpus, &on_host);
         let nfirst = cluster::first_of_host(&nh)[rank];
-        let mine = nccl_runs(&args, rank, &nh, &plan, nfirst);
+        let mut meet = || nccl_meet(&world);
+        let mine = nccl_runs(&args, rank, &nh, &plan, nfirst, &mut meet);
         world.reclaim();
         gathered.nccl = Some((plan, world.gather(&mine, "gathering the NCCL runs")));
         gathered.nccl_hosts = (nh != hosts).then_some(nh);
@@ -705,7 +752,8 @@ fn run() -> i32 {
     if args.nccl.nccl {
         let hosts = cluster::host_names(std::slice::from_ref(&report));
         let plan = nccl::plan(&args.nccl, &[gpu_count()], &[1]);
-        gathered.nccl = Some((plan.clone(), vec![nccl_runs(&args, 0, &hosts, &plan, true)]));
+        let mine = nccl_runs(&args, 0, &hosts, &plan, true, &mut || true);
+        gathered.nccl = Some((plan.clone(), vec![mine]));
     }
     let code = cluster::report_with(
         &args,

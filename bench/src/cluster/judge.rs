@@ -103,7 +103,7 @@ pub fn judge(reports: &[HostReport], stages: &Stages) -> Option<Judged> {
     let (mut names, mut d) = pair.unwrap_or_else(|| {
         (
             reports.iter().map(HostReport::label).collect(),
-            Diagnosis::default(),
+            lost_only(stages.lost),
         )
     });
     let pairs_found = d.verdicts.len();
@@ -137,6 +137,22 @@ pub fn judge(reports: &[HostReport], stages: &Stages) -> Option<Judged> {
         plan: stages.retest.map(|r| r.plan.clone()),
         ranks: reports.len(),
     })
+}
+
+/// Without the pair stage's diagnosis (which names them itself): a
+/// `lost` verdict for each rank lost (in the NCCL stage, say).
+fn lost_only(lost: &[(usize, String)]) -> Diagnosis {
+    let mut d = Diagnosis::default();
+    d.verdicts
+        .extend(lost.iter().map(|(r, why)| diagnose::Verdict {
+            kind: diagnose::Kind::Lost,
+            hosts: vec![*r],
+            nic: None,
+            why: why.clone(),
+            numbers: Default::default(),
+            retested: false,
+        }));
+    d
 }
 
 impl Judged {

@@ -100,6 +100,22 @@ impl<W: Wire> Live<W> {
         self.state().lost.get(rank).is_some_and(Option::is_some)
     }
 
+    /// Rank 0: marks `rank` lost for `why` without waiting for it (what
+    /// another wait already proved, e.g. the collectives' timeout census),
+    /// so that the next exchange goes on without it; it is told so if it
+    /// wakes, as in [`Live::gather`]. `stage` names where it was lost.
+    /// Elsewhere, or for rank 0 itself or a rank lost already: nothing.
+    pub fn declare_lost(&self, rank: usize, why: &str, stage: &str) {
+        if self.rank() != 0 || rank == 0 || rank >= self.wire.size() {
+            return;
+        }
+        let mut s = self.state();
+        if s.lost[rank].is_none() {
+            s.lost[rank] = Some(why.to_owned());
+            let _ = self.wire.post(rank, OUT_TAG, stage.as_bytes().to_vec());
+        }
+    }
+
     /// Every live rank's `mine`: on every rank if `everyone`, else on
     /// rank 0 only (the others get `Some(empty)` for each live rank: the
     /// list of who is live, not the bytes). `stage` names the exchange.

@@ -405,6 +405,8 @@ pub struct Context<'a> {
     pub expected: (Option<f64>, String),
     /// `--baseline` and `--fail-below`.
     pub baseline: Option<(&'a std::path::Path, f64)>,
+    /// The ranks lost during the job, with why (their runs are missing).
+    pub lost: &'a [(usize, String)],
 }
 
 /// The distinct host names, in rank order.
@@ -441,7 +443,10 @@ pub fn schedule(
 /// This rank's share of the stage: every run of [`schedule`] in-process,
 /// `count` read around each (the traffic proof's counters). Each run's -J
 /// document goes to a file of this process's own (the group's first rank
-/// writes it) and is read back.
+/// writes it) and is read back. After each cluster run every rank calls
+/// `meet` (the ranks' exchange, bounded by `--timeout`): when it says a
+/// rank was lost, the runs left are not started (their collectives would
+/// each wait a timeout for it) and are reported as [`NOT_RUN`].
 pub fn run_rank(
     a: &NcclArgs,
     plan: &Plan,
@@ -449,9 +454,26 @@ pub fn run_rank(
     rank: usize,
     timeout_s: u64,
     count: &mut dyn FnMut() -> Value,
+    meet: &mut dyn FnMut() -> bool,
 ) -> Vec<RankRun> {
     let mut out = Vec::new();
+    let mut go_on = true;
     for (test, scope, color) in schedule(a, plan, hosts, rank) {
+        if !go_on {
+            out.push(RankRun {
+                test,
+                scope,
+                code: NOT_RUN,
+                error: Some("not run: a rank was lost earlier in the NCCL stage".into()),
+                json: None,
+                before: Value::Null,
+                after: Value::Null,
+            });
+            continue;
+        }
+        if scope == "cluster" {
+            lost_hook(rank);
+        }
         let tmp = std::env::temp_dir().join(format!(
             "erdma-cluster-{}-{test}-{scope}.json",
             std::process::id()
@@ -473,6 +495,10 @@ pub fn run_rank(
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let _ = std::fs::remove_file(&tmp);
+        // The ranks meet only after a cluster run: it ends on every rank
+        // together, while the hosts' runs may end far apart (a slow host
+        // is what they are there to find).
+        let cluster = scope == "cluster";
         out.push(RankRun {
             error: error_of(done.code, &done.text),
             test,
@@ -482,8 +508,39 @@ pub fn run_rank(
             before,
             after,
         });
+        if cluster {
+            go_on = meet();
+        }
     }
     out
+}
+
+/// [`RankRun::code`] of a run not started (a rank was lost before it).
+pub const NOT_RUN: i32 = -1;
+
+/// `ERDMA_CLUSTER_HOOK=stop-in-nccl:R` (tests; with others,
+/// comma-separated): rank R stops itself (SIGSTOP) as its first cluster
+/// run of the NCCL stage starts (after the hosts' runs), as a host that
+/// hangs mid-stage would; `kill-in-nccl:R`: it dies (SIGKILL), as a host
+/// that crashes would.
+fn lost_hook(rank: usize) {
+    static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
+    let Some((sig, r)) = hook.split(',').find_map(|h| {
+        h.strip_prefix("stop-in-nccl:")
+            .map(|r| (libc::SIGSTOP, r))
+            .or_else(|| h.strip_prefix("kill-in-nccl:").map(|r| (libc::SIGKILL, r)))
+    }) else {
+        return;
+    };
+    if r.trim().parse::<usize>().ok() == Some(rank)
+        && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        // SAFETY: raise has no memory-safety preconditions.
+        unsafe {
+            libc::raise(sig);
+        }
+    }
 }
 
 impl Report {
@@ -495,6 +552,11 @@ impl Report {
     ) -> Result<(Report, Vec<Vec<RankRun>>), String> {
         let mut per_rank = Vec::new();
         for (rank, bytes) in raw.iter().enumerate() {
+            if bytes.is_empty() && ctx.lost.iter().any(|(r, _)| *r == rank) {
+                // A lost rank sent nothing: its stages say it was lost.
+                per_rank.push(Vec::new());
+                continue;
+            }
             let v: Value = serde_json::from_slice(bytes)
                 .map_err(|e| format!("rank {rank}: its NCCL runs are not JSON: {e}"))?;
             let runs = v
@@ -658,6 +720,9 @@ fn stage(
             .find(|x| x.test == test && x.scope == scope)
     };
     let doc = ranks.iter().find_map(|&r| mine(r)?.json.clone());
+    // A run that ended well on one rank ended on all of its ranks (the
+    // driver's last barrier spans them): a rank lost after it did run it.
+    let completed = ranks.iter().any(|&r| mine(r).is_some_and(|x| x.code == 0));
     let mut errors: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &r in &ranks {
         match mine(r) {
@@ -666,10 +731,14 @@ fn stage(
                     errors.entry(e.clone()).or_default().push(r);
                 }
             }
-            None => errors
-                .entry("no result from this rank".into())
-                .or_default()
-                .push(r),
+            None => {
+                let why = match ctx.lost.iter().find(|(l, _)| *l == r) {
+                    Some(_) if completed => continue,
+                    Some((_, why)) => format!("lost: {why}"),
+                    None => "no result from this rank".into(),
+                };
+                errors.entry(why).or_default().push(r)
+            }
         }
     }
     // Each message once with its ranks, the lowest rank's first.
@@ -936,6 +1005,7 @@ mod tests {
             hosts: &hosts,
             expected: expected_busbw(Some(80.0), 2),
             baseline: Some((&base, 0.9)),
+            lost: &[],
         };
         let r0 = json!([
             run("all_reduce", "host", 0, Some(doc(5.0))),
@@ -983,5 +1053,79 @@ mod tests {
             t.contains("rerun: mpirun -np 1 -H b:1 erdma-cluster --nccl"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_lost_rank_fails_only_the_stages_it_did_not_finish() {
+        let a = args(&["all_reduce", "all_gather"], "mpi");
+        let hosts: Vec<String> = ["a", "a", "b", "b"].map(String::from).to_vec();
+        let lost = [(1, "silent in the census".to_owned())];
+        let ctx = Context {
+            args: &a,
+            hosts: &hosts,
+            expected: expected_busbw(None, 1),
+            baseline: None,
+            lost: &lost,
+        };
+        let not_run = |test: &str, scope: &str| {
+            RankRun {
+                test: test.into(),
+                scope: scope.into(),
+                code: NOT_RUN,
+                error: Some("not run: a rank was lost earlier in the NCCL stage".into()),
+                json: None,
+                before: Value::Null,
+                after: Value::Null,
+            }
+            .to_json()
+        };
+        let live = |first: bool| {
+            json!([
+                run("all_reduce", "host", 0, first.then(|| doc(5.0))),
+                run("all_reduce", "cluster", 4, None),
+                not_run("all_gather", "host"),
+                not_run("all_gather", "cluster"),
+            ])
+        };
+        let raw: Vec<Vec<u8>> = [live(true), Value::Null, live(true), live(false)]
+            .iter()
+            .enumerate()
+            // The lost rank sent nothing.
+            .map(|(r, v)| {
+                if r == 1 {
+                    Vec::new()
+                } else {
+                    v.to_string().into_bytes()
+                }
+            })
+            .collect();
+        let plan = plan(&a, &[0; 4], &[2; 4]);
+        let (rep, _) = Report::from_ranks(&ctx, plan.clone(), &raw).unwrap();
+        let by = |name: &str, test: &str| {
+            rep.stages
+                .iter()
+                .find(|s| s.name == name && s.collective == test)
+                .unwrap()
+        };
+        // Host a's run ended well on rank 0: rank 1 ran it before it was lost.
+        assert_eq!(by("host a", "all_reduce").status, Status::Ok);
+        assert_eq!(by("host a", "all_reduce").error, None);
+        let c = by("cluster", "all_reduce");
+        assert_eq!(c.status, Status::Fail);
+        let e = c.error.as_deref().unwrap();
+        assert!(
+            e.contains("rank 1: lost: silent in the census")
+                && e.starts_with("rank 0,2,3: exit 4: "),
+            "{e}"
+        );
+        let g = by("host a", "all_gather").error.as_deref().unwrap();
+        assert_eq!(
+            g,
+            "rank 0: not run: a rank was lost earlier in the NCCL stage; rank 1: lost: silent in the census"
+        );
+        // A rank that sent nothing without being lost is still an error.
+        let no_lost = Context { lost: &[], ..ctx };
+        let e = Report::from_ranks(&no_lost, plan, &raw).unwrap_err();
+        assert!(e.starts_with("rank 1: its NCCL runs are not JSON"), "{e}");
     }
 }

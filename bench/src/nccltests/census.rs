@@ -134,6 +134,17 @@ pub fn explain(e: TestError, boot: &dyn Bootstrap, host: &str) -> TestError {
     }
 }
 
+/// The processes the census found silent (set once it ran).
+static SILENT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// The processes (bootstrap ranks) that did not answer this process's
+/// census: stopped, hung or gone. Empty before a census. A tool that runs
+/// the benchmark in-process (erdma-cluster) uses it to name them lost
+/// without waiting for them again.
+pub fn silent() -> Vec<usize> {
+    SILENT.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// Runs the census over `boot` (every process of the job) and returns the
 /// timeout error naming the stuck ranks.
 pub fn resolve(boot: &dyn Bootstrap, secs: i32, host: &str) -> TestError {
@@ -154,6 +165,7 @@ pub fn resolve(boot: &dyn Bootstrap, secs: i32, host: &str) -> TestError {
         .filter(|&(p, a)| p != boot.rank() && matches!(a, Answer::Silent))
         .map(|(p, _)| p)
         .collect();
+    *SILENT.lock().unwrap_or_else(|p| p.into_inner()) = silent.clone();
     TestError::Timeout {
         secs,
         detail: verdict(

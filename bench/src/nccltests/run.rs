@@ -46,6 +46,9 @@ pub fn run_embedded(coll: &'static Collective, argv: &[String], color: Option<i3
     EMBEDDED.store(true, Ordering::SeqCst);
     *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) = color;
     console::start_capture();
+    // A timeout names what this run waited in, not what an earlier run of
+    // the same process did last.
+    job::set_activity("");
     let code = run_with_args(coll, argv);
     let text = console::end_capture();
     *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) = None;

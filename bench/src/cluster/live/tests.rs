@@ -119,6 +119,35 @@ fn a_silent_rank_is_lost_and_the_others_go_on() {
 }
 
 #[test]
+fn a_rank_declared_lost_is_not_waited_for() {
+    let (_, lives) = world(4);
+    // Only rank 0 declares; the others' word changes nothing.
+    lives[3].declare_lost(2, "said by 3", "x");
+    assert!(!lives[3].is_lost(2));
+    lives[0].declare_lost(0, "itself", "x");
+    lives[0].declare_lost(9, "no such rank", "x");
+    lives[0].declare_lost(2, "silent in the census", "the NCCL stage");
+    lives[0].declare_lost(2, "again", "later");
+    assert_eq!(lives[0].lost(), [(2, "silent in the census".to_owned())]);
+    // The next exchange goes on without it at once, and the others learn.
+    let t = Instant::now();
+    let got = on(&lives, &[0, 1, 3], |l| {
+        l.gather(&mine(l.rank()), true, "after the runs").unwrap()
+    });
+    assert!(t.elapsed() < T, "{:?}", t.elapsed());
+    assert_eq!(got[1][2], None);
+    assert!(lives[1].is_lost(2) && lives[3].is_lost(2));
+    // It wakes up: told it was lost where it was declared so.
+    let e = lives[2]
+        .gather(&mine(2), true, "after the runs")
+        .unwrap_err();
+    assert!(
+        matches!(&e, Ended::Excluded(m) if m.contains("declared this rank lost while the NCCL stage")),
+        "{e:?}"
+    );
+}
+
+#[test]
 fn without_rank_0_the_others_end() {
     let (_, lives) = world(3);
     let got = on(&lives, &[1, 2], |l| {

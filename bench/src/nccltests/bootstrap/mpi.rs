@@ -33,6 +33,90 @@ pub fn lock() -> MutexGuard<'static, ()> {
     MPI_LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The calls on MPI_COMM_WORLD that the point-to-point exchanges (the
+/// census, [`P2p`]) and the waits share. Each takes the guard of
+/// [`lock`] as proof that no other thread is inside MPI.
+mod world_calls {
+    use std::os::raw::c_int;
+    use std::sync::MutexGuard;
+
+    use mpi::ffi;
+
+    /// The byte count of a message from `from` (or MPI_ANY_SOURCE) with
+    /// `tag` that has arrived and is not yet received (MPI_Iprobe: never
+    /// waits); MPI's error code if the probe fails.
+    pub fn probe(
+        _lock: &MutexGuard<'_, ()>,
+        from: c_int,
+        tag: c_int,
+    ) -> Result<Option<c_int>, c_int> {
+        let mut flag: c_int = 0;
+        // SAFETY: a zeroed status is plain data that MPI_Iprobe overwrites.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: MPI is initialized (MPI_COMM_WORLD is used only after
+        // Mpi::init); the lock is held; Iprobe writes `flag` and `status`.
+        let rc =
+            unsafe { ffi::MPI_Iprobe(from, tag, ffi::RSMPI_COMM_WORLD, &mut flag, &mut status) };
+        if rc != 0 {
+            return Err(rc);
+        }
+        if flag == 0 {
+            return Ok(None);
+        }
+        let mut count: c_int = 0;
+        // SAFETY: `status` describes the probed message.
+        unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+        Ok(Some(count.max(0)))
+    }
+
+    /// Sends `buf` to `to` with `tag` without waiting (MPI_Isend): the
+    /// request, or MPI's error code.
+    ///
+    /// # Safety
+    /// `buf` must stay allocated and unchanged until the request completes
+    /// (or for ever, if nobody tests it).
+    pub unsafe fn isend(
+        _lock: &MutexGuard<'_, ()>,
+        buf: &[u8],
+        to: c_int,
+        tag: c_int,
+    ) -> Result<ffi::MPI_Request, c_int> {
+        let n = c_int::try_from(buf.len()).map_err(|_| ffi::MPI_ERR_COUNT as c_int)?;
+        // SAFETY: MPI_REQUEST_NULL is a constant handle.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `buf` holds n bytes and outlives the request (the
+        // caller's contract); MPI reads it only; MPI initialized; lock held.
+        let rc = unsafe {
+            ffi::MPI_Isend(
+                buf.as_ptr() as *mut _,
+                n,
+                ffi::RSMPI_UINT8_T,
+                to,
+                tag,
+                ffi::RSMPI_COMM_WORLD,
+                &mut req,
+            )
+        };
+        if rc == 0 { Ok(req) } else { Err(rc) }
+    }
+
+    /// Whether `req` completed (MPI_Test; MPI then sets it to
+    /// MPI_REQUEST_NULL), or MPI's error code.
+    ///
+    /// # Safety
+    /// `req` is MPI_REQUEST_NULL or a request of this process whose
+    /// buffers are still allocated.
+    pub unsafe fn test(
+        _lock: &MutexGuard<'_, ()>,
+        req: &mut ffi::MPI_Request,
+    ) -> Result<bool, c_int> {
+        let mut flag: c_int = 0;
+        // SAFETY: per the contract; lock held.
+        let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+        if rc == 0 { Ok(flag != 0) } else { Err(rc) }
+    }
+}
+
 /// A communicator used as a bootstrap.
 pub struct Mpi {
     comm: ffi::MPI_Comm,
@@ -189,16 +273,16 @@ impl Mpi {
     fn wait(&self, req: &mut ffi::MPI_Request, what: &str) -> TestResult<()> {
         let start = Instant::now();
         loop {
-            let mut flag: c_int = 0;
-            let rc = {
-                let _g = lock();
+            let done = {
+                let g = lock();
                 // SAFETY: `req` is a request from a nonblocking call on this
-                // communicator; MPI_Test sets it to MPI_REQUEST_NULL when done.
-                unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) }
+                // communicator, whose buffers the caller keeps.
+                unsafe { world_calls::test(&g, req) }
             };
-            check(rc, what)?;
-            if flag != 0 {
-                return Ok(());
+            match done {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(rc) => check(rc, what)?,
             }
             job::check()?;
             if self.timeout.is_some_and(|t| start.elapsed() > t) {
@@ -364,23 +448,10 @@ impl Bootstrap for Mpi {
         census_world(mine, window)
     }
     fn peer_event(&self) -> Option<TestError> {
-        let mut flag: c_int = 0;
-        // SAFETY: a zeroed status is plain data that MPI_Iprobe overwrites.
-        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        let rc = {
-            let _g = lock();
-            // SAFETY: MPI is initialized; Iprobe writes `flag` and `status`.
-            unsafe {
-                ffi::MPI_Iprobe(
-                    ffi::RSMPI_ANY_SOURCE,
-                    CENSUS_TAG,
-                    ffi::RSMPI_COMM_WORLD,
-                    &mut flag,
-                    &mut status,
-                )
-            }
-        };
-        (rc == 0 && flag != 0).then(|| TestError::Timeout {
+        // SAFETY: reading a constant exported by the MPI library.
+        let any = unsafe { ffi::RSMPI_ANY_SOURCE };
+        let notice = world_calls::probe(&lock(), any, CENSUS_TAG);
+        matches!(notice, Ok(Some(_))).then(|| TestError::Timeout {
             secs: job::timeout_s(),
             detail: "another rank timed out".into(),
         })
@@ -425,7 +496,7 @@ fn census_world(mine: &[u8], window: Duration) -> Vec<Answer> {
     let null = unsafe { ffi::RSMPI_REQUEST_NULL };
     let mut recvs = vec![null; size];
     {
-        let _g = lock();
+        let g = lock();
         for (p, (req, buf)) in recvs
             .iter_mut()
             .zip(bufs.chunks_mut(MAX_NOTICE))
@@ -434,7 +505,6 @@ fn census_world(mine: &[u8], window: Duration) -> Vec<Answer> {
             if p == me {
                 continue;
             }
-            let mut sreq = null;
             // SAFETY: `buf` (MAX_NOTICE bytes) and `send` are leaked, so they
             // outlive the requests; MPI is initialized; lock held.
             unsafe {
@@ -447,16 +517,9 @@ fn census_world(mine: &[u8], window: Duration) -> Vec<Answer> {
                     ffi::RSMPI_COMM_WORLD,
                     req,
                 );
-                ffi::MPI_Isend(
-                    send.as_ptr() as *mut _,
-                    send.len() as c_int,
-                    ffi::RSMPI_UINT8_T,
-                    p as c_int,
-                    CENSUS_TAG,
-                    ffi::RSMPI_COMM_WORLD,
-                    &mut sreq,
-                );
-                ffi::MPI_Request_free(&mut sreq);
+                if let Ok(mut sreq) = world_calls::isend(&g, send, p as c_int, CENSUS_TAG) {
+                    ffi::MPI_Request_free(&mut sreq);
+                }
             }
         }
     }
@@ -531,15 +594,13 @@ impl P2p {
         }
     }
 
-    /// Drops the sends MPI has finished with (lock held by the caller).
-    fn reap(sends: &mut Vec<(ffi::MPI_Request, Vec<u8>)>) {
+    /// Drops the sends MPI has finished with.
+    fn reap(g: &MutexGuard<'_, ()>, sends: &mut Vec<(ffi::MPI_Request, Vec<u8>)>) {
         sends.retain_mut(|(req, _)| {
-            let mut flag: c_int = 0;
-            // SAFETY: `req` is a request from MPI_Isend still owned here;
-            // MPI_Test sets it to MPI_REQUEST_NULL once done. An error keeps
-            // it (and its buffer) for the process's life.
-            let rc = unsafe { ffi::MPI_Test(req, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-            rc != 0 || flag == 0
+            // SAFETY: `req` is a request from MPI_Isend still owned here,
+            // with its buffer beside it. An error keeps it (and its buffer)
+            // for the process's life.
+            !matches!(unsafe { world_calls::test(g, req) }, Ok(true))
         });
     }
 
@@ -567,7 +628,9 @@ impl crate::cluster::live::Wire for P2p {
     }
     fn post(&self, to: usize, tag: i32, bytes: Vec<u8>) -> Result<(), String> {
         let to = self.check_peer(to)?;
-        let n = c_int::try_from(bytes.len()).map_err(|_| "message too large".to_string())?;
+        if c_int::try_from(bytes.len()).is_err() {
+            return Err("message too large".into());
+        }
         // Never a zero-length Vec's dangling pointer handed to MPI.
         let bytes = if bytes.is_empty() {
             Vec::with_capacity(1)
@@ -575,50 +638,26 @@ impl crate::cluster::live::Wire for P2p {
             bytes
         };
         let mut sends = self.sends.lock().unwrap_or_else(|p| p.into_inner());
-        let _g = lock();
-        // SAFETY: MPI_REQUEST_NULL is a constant handle.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `bytes` holds n bytes and is kept in `sends` (or leaked)
-        // until the request completes; MPI initialized; lock held.
-        let rc = unsafe {
-            ffi::MPI_Isend(
-                bytes.as_ptr() as *mut _,
-                n,
-                ffi::RSMPI_UINT8_T,
-                to,
-                tag,
-                ffi::RSMPI_COMM_WORLD,
-                &mut req,
-            )
-        };
-        if rc != 0 {
-            return Err(format!("MPI_Isend: {}", error_text(rc)));
-        }
+        let g = lock();
+        // SAFETY: `bytes` is kept in `sends` (or leaked) until the request
+        // completes; its heap buffer does not move with the Vec.
+        let req = unsafe { world_calls::isend(&g, &bytes, to, tag) }
+            .map_err(|rc| format!("MPI_Isend: {}", error_text(rc)))?;
         sends.push((req, bytes));
-        Self::reap(&mut sends);
+        Self::reap(&g, &mut sends);
         Ok(())
     }
     fn take(&self, from: usize, tag: i32) -> Result<Option<Vec<u8>>, String> {
         let from = self.check_peer(from)?;
-        let _g = lock();
-        let mut flag: c_int = 0;
-        // SAFETY: a zeroed status is plain data that MPI overwrites.
-        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        // SAFETY: MPI initialized; Iprobe writes `flag` and `status`.
-        let rc =
-            unsafe { ffi::MPI_Iprobe(from, tag, ffi::RSMPI_COMM_WORLD, &mut flag, &mut status) };
-        if rc != 0 {
-            return Err(format!("MPI_Iprobe: {}", error_text(rc)));
-        }
-        if flag == 0 {
+        let g = lock();
+        let Some(count) = world_calls::probe(&g, from, tag)
+            .map_err(|rc| format!("MPI_Iprobe: {}", error_text(rc)))?
+        else {
             return Ok(None);
-        }
-        let mut count: c_int = 0;
-        // SAFETY: `status` describes the probed message.
-        unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+        };
         // One extra byte: a zero-length Vec's dangling pointer is never
         // handed to MPI.
-        let mut buf = vec![0u8; count.max(0) as usize + 1];
+        let mut buf = vec![0u8; count as usize + 1];
         // SAFETY: MPI_REQUEST_NULL is a constant handle.
         let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
         // SAFETY: `buf` holds count + 1 bytes and outlives the request (it
@@ -641,23 +680,22 @@ impl crate::cluster::live::Wire for P2p {
         // to move its bytes: a sender stopped half-way must not hold us.
         let until = Instant::now() + self.timeout;
         loop {
-            let mut done: c_int = 0;
-            // SAFETY: `req` is the receive posted above.
-            let rc = unsafe { ffi::MPI_Test(&mut req, &mut done, ffi::RSMPI_STATUS_IGNORE) };
-            if rc != 0 || (done == 0 && Instant::now() > until) {
-                std::mem::forget(buf);
-                return Err(if rc != 0 {
-                    format!("MPI_Test: {}", error_text(rc))
-                } else {
-                    "a message announced did not arrive in time".into()
-                });
+            // SAFETY: `req` is the receive posted above; `buf` lives until
+            // it completes, or is leaked.
+            match unsafe { world_calls::test(&g, &mut req) } {
+                Ok(true) => break,
+                Ok(false) if Instant::now() <= until => std::thread::yield_now(),
+                Ok(false) => {
+                    std::mem::forget(buf);
+                    return Err("a message announced did not arrive in time".into());
+                }
+                Err(rc) => {
+                    std::mem::forget(buf);
+                    return Err(format!("MPI_Test: {}", error_text(rc)));
+                }
             }
-            if done != 0 {
-                break;
-            }
-            std::thread::yield_now();
         }
-        buf.truncate(count.max(0) as usize);
+        buf.truncate(count as usize);
         Ok(Some(buf))
     }
 }
