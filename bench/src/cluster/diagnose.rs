@@ -493,7 +493,8 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     d
 }
 
-fn lost(h: usize, why: String) -> Verdict {
+/// The verdict for host `h`, lost (dead or hung) for the reason `why`.
+pub fn lost(h: usize, why: String) -> Verdict {
     Verdict {
         kind: Kind::Lost,
         hosts: vec![h],

@@ -144,14 +144,7 @@ pub fn judge(reports: &[HostReport], stages: &Stages) -> Option<Judged> {
 fn lost_only(lost: &[(usize, String)]) -> Diagnosis {
     let mut d = Diagnosis::default();
     d.verdicts
-        .extend(lost.iter().map(|(r, why)| diagnose::Verdict {
-            kind: diagnose::Kind::Lost,
-            hosts: vec![*r],
-            nic: None,
-            why: why.clone(),
-            numbers: Default::default(),
-            retested: false,
-        }));
+        .extend(lost.iter().map(|(r, why)| diagnose::lost(*r, why.clone())));
     d
 }
 
