@@ -7,15 +7,19 @@
 # test hook), so that the cluster stage expects bytes between hosts and the
 # traffic proof judges them (NCCL_IB_DISABLE=1: nothing goes over RDMA; on a
 # machine with RDMA devices that is a failure naming NCCL_IB_DISABLE, else
-# "cannot prove").
+# "cannot prove"), (4) the two ranks with rank 1 stopped (SIGSTOP, the
+# stop-in-nccl:1 test hook) as its cluster run starts: rank 0 must name it
+# lost within --timeout (the collectives' census) and the job exit 5.
 #
 # Build (on the build machine, from the repository root):
 #   scripts/gpu/cluster-nccl-stage.sh --build DIR   # release erdma-cluster + this script
 # Run (on the GPU machine; Open MPI's mpirun, no Rust needed):
 #   bash DIR/cluster-nccl-stage.sh [OUTDIR]          # OUTDIR defaults to DIR/nccl-stage-out
 # Dry parts (no GPU, no mpirun needed): DRY=1 prints the commands only.
+# ONLY=NAME runs one case (np1, np2, apart, stop); BACKEND=mpi expects the
+# MPI backend instead of NCCL (the logic checked on a machine without GPU).
 #
-# Writes OUTDIR/{np1,np2,apart}.json and .err, and each run's --out directory;
+# Writes OUTDIR/{np1,np2,apart,stop}.json and .err, and each run's --out directory;
 # prints each check with PASS/FAIL; exits 0 only if every check passed.
 set -u
 if [[ ${1:-} == --build ]]; then
@@ -61,9 +65,14 @@ EOF
 chmod +x "$WRAP"
 
 # job NAME NP [ENV=VALUE...] -- ARGS...: one erdma-cluster job, JSON to
-# OUT/NAME.json, stderr to OUT/NAME.err, --out OUT/NAME-out; sets rc.
+# OUT/NAME.json, stderr to OUT/NAME.err, --out OUT/NAME-out; sets rc, and
+# WALL (its seconds); skipped (rc=skip) when ONLY names another case.
 job() {
   local name=$1 np=$2; shift 2
+  if [[ -n ${ONLY:-} && $ONLY != "$name" ]]; then
+    rc=skip
+    return
+  fi
   local env=() xs=()
   while [[ $# -gt 0 && $1 != -- ]]; do env+=("$1"); xs+=(-x "${1%%=*}"); shift; done
   shift
@@ -74,14 +83,17 @@ job() {
     return
   fi
   rm -rf "$OUT/$name-out"
+  local t0=$SECONDS
   env "${env[@]}" "${cmd[@]}" >"$OUT/$name.json" 2>"$OUT/$name.err"
   rc=$?
+  WALL=$((SECONDS - t0))
+  export WALL
 }
 
 # check NAME PYTHON: runs the assertions on OUT/NAME.json (argv: file, rc).
 check() {
   local name=$1 what=$2 code=$3
-  [[ $DRY == 1 ]] && return
+  [[ $DRY == 1 || $rc == skip ]] && return
   if python3 - "$OUT/$name.json" "$rc" <<<"$code"; then ok "$name: $what"; else bad "$name: $what"; fi
 }
 
@@ -93,13 +105,14 @@ mpirun --version 2>/dev/null | head -1
 echo "RDMA devices: $(find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null)"
 
 COMMON=(-- --nccl --nccl-tests "all_reduce,all_gather" --nccl-args "$NARGS")
+export BACKEND=${BACKEND:-nccl}
 
 echo "== (1) one rank, its GPUs"
 job np1 1 "${COMMON[@]}"
 check np1 "backend nccl, every stage ok, data checked, -J files under --out" '
 import json, os, sys
 d = json.load(open(sys.argv[1])); n = d["nccl"]
-assert n["backend"] == "nccl" and n["gpus_per_rank"] >= 1, n["why"]
+assert n["backend"] == os.environ["BACKEND"] and n["gpus_per_rank"] >= 1, n["why"]
 for s in n["stages"]:
     assert s["status"] == "ok", s
     assert s["rows"] and all(r["wrong"] == 0 for r in s["rows"]), s
@@ -113,9 +126,9 @@ echo "== (2) two ranks sharing GPU 0 (NCCL_HOSTID per rank, sockets over lo)"
 ONE=(NCCL_TESTS_DEVICE=0 NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1)
 job np2 2 "${ONE[@]}" "${COMMON[@]}"
 check np2 "host and cluster stages of 2 ranks ok, busbw > 0" '
-import json, sys
+import json, os, sys
 d = json.load(open(sys.argv[1])); n = d["nccl"]
-assert n["backend"] == "nccl", n["why"]
+assert n["backend"] == os.environ["BACKEND"], n["why"]
 names = [(s["name"], s["collective"]) for s in n["stages"]]
 assert len(names) == 4, names
 for s in n["stages"]:
@@ -138,6 +151,31 @@ for r in rows:
     if r["verdict"] == "fail":
         assert "not over RDMA" in r["why"] and "NCCL_IB_DISABLE" in r["why"], r
 print("  ", sorted({(r["verdict"], r["why"][:90]) for r in rows}))
+'
+
+echo "== (4) the two ranks, rank 1 stopped as its cluster run starts: lost, exit 5"
+# A short sweep and --timeout: the job must end one timeout (the
+# collectives' -T) and the census's 3 s after rank 1 stops, not at
+# mpirun's end; the rest is start-up and the hosts' run.
+export STOP_T=${STOP_T:-20}
+job stop 2 "${ONE[@]}" ERDMA_CLUSTER_HOOK=stop-in-nccl:1 -- --nccl --nccl-tests all_reduce \
+  --nccl-args "-b 1M -e 4M -f 4 -w 1 -n 2 -c 1" --timeout "$STOP_T"
+check stop "rank 1 named lost within --timeout $STOP_T s (the census), the cluster run failed naming it, exit 5" '
+import json, os, sys
+t, wall = int(os.environ["STOP_T"]), int(os.environ["WALL"])
+assert sys.argv[2] == "5", "mpirun exit status %s, not 5" % sys.argv[2]
+d = json.load(open(sys.argv[1])); n = d["nccl"]
+assert d["exit_status"] == 5, d["exit_status"]
+assert n["backend"] == os.environ["BACKEND"], n["why"]
+lost = [v for v in d["verdicts"] if v["kind"] == "lost"]
+assert len(lost) == 1 and lost[0]["hosts"][0].endswith(" (rank 1)"), lost
+assert "timeout census" in lost[0]["why"], lost
+c = [s for s in n["stages"] if s["scope"] == "cluster"]
+assert len(c) == 1 and c[0]["status"] == "fail", c
+assert "rank 1: lost: " in c[0]["error"] and "did not respond" in c[0]["error"], c[0]["error"]
+# Start-up, the hosts run and reporting take the rest: 45 s is ample.
+assert wall < t + 3 + 45, "the job took %d s with --timeout %d" % (wall, t)
+print("  ", wall, "s;", lost[0]["why"])
 '
 
 echo "== $passed passed, ${#failed[@]} failed"

@@ -99,6 +99,8 @@ pub struct Thread<'a> {
     launch: Launch,
     checker: Checker,
     stalled: bool,
+    /// A `slow:R` hook names one of this thread's ranks.
+    slow: bool,
     timed: bool,
     what: String,
     totals: ThreadTotals,
@@ -117,11 +119,13 @@ impl<'a> Thread<'a> {
         let g = c.opts.ngpus.max(1) as usize;
         let t = c.opts.nthreads.max(1) as usize;
         let count = ranks.count();
+        let first_rank = (c.proc * t + thread) * g;
+        let mine = first_rank..first_rank + count;
         Thread {
             c,
             thread,
             ranks,
-            first_rank: (c.proc * t + thread) * g,
+            first_rank,
             out,
             sz: SizeArgs::default(),
             unalign: 0,
@@ -131,6 +135,7 @@ impl<'a> Thread<'a> {
             launch: Launch::default(),
             checker: Checker::new(c.check_workers),
             stalled: false,
+            slow: c.hooks.slow.iter().any(|r| mine.contains(r)),
             timed: false,
             what: String::new(),
             totals: ThreadTotals::default(),
@@ -385,6 +390,9 @@ impl<'a> Thread<'a> {
         let g = self.launch.calls.len();
         if g > 1 {
             self.ranks.group_start()?;
+        }
+        if self.slow {
+            std::thread::sleep(std::time::Duration::from_millis(super::hooks::SLOW_MS));
         }
         if !self.stalled {
             // Counted before issuing: an issue that blocks (the host

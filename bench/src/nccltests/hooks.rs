@@ -10,6 +10,10 @@
 //! - `kill:R` - rank R's process kills itself with SIGKILL at its first
 //!   timed iteration, as a crashed node would; the others must fail with a
 //!   message, not hang.
+//! - `slow:R` - rank R waits [`SLOW_MS`] ms before issuing each
+//!   collective, as a rank on a slow host would (GPUs at a low clock, a
+//!   narrow PCIe link): every rank of its communicators measures the
+//!   collectives slower, so a host's own stage shows it.
 //! - `fake-devcomm:R` - with `-D`, rank R of a one-rank communicator runs
 //!   the device-API kernels with a device communicator and windows built
 //!   over plain device memory instead of NCCL's (which needs 2+ GPUs): the
@@ -21,6 +25,9 @@
 //! Several hooks may be given, separated by commas. R is a rank of the
 //! communicator: with NCCL_TESTS_SPLIT, rank R of every communicator.
 
+/// How long a `slow:R` rank waits before issuing each collective, in ms.
+pub const SLOW_MS: u64 = 5;
+
 /// The hooks in effect.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Hooks {
@@ -30,6 +37,8 @@ pub struct Hooks {
     pub stall: Vec<usize>,
     /// Ranks whose process dies.
     pub kill: Vec<usize>,
+    /// Ranks that wait before issuing each collective.
+    pub slow: Vec<usize>,
     /// Ranks whose `-D` device communicator is faked.
     pub fake_devcomm: Vec<usize>,
     /// The start-up comparison of options is skipped.
@@ -62,6 +71,7 @@ impl Hooks {
                 "corrupt" => h.corrupt.push(rank),
                 "stall" => h.stall.push(rank),
                 "kill" => h.kill.push(rank),
+                "slow" => h.slow.push(rank),
                 "fake-devcomm" => h.fake_devcomm.push(rank),
                 _ => {}
             }
@@ -76,7 +86,8 @@ mod tests {
 
     #[test]
     fn parse_hooks() {
-        let h = Hooks::parse("corrupt:1, stall:2,kill:x,bogus:3,kill:0,fake-devcomm:0");
+        let h = Hooks::parse("corrupt:1, stall:2,kill:x,bogus:3,kill:0,fake-devcomm:0,slow:3");
+        assert_eq!(h.slow, vec![3]);
         assert!(!h.skip_option_check);
         assert!(Hooks::parse("stall:1, skip-option-check").skip_option_check);
         assert_eq!(h.fake_devcomm, vec![0]);

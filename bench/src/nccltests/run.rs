@@ -56,6 +56,11 @@ pub fn run_embedded(coll: &'static Collective, argv: &[String], color: Option<i3
     Embedded { code, text }
 }
 
+/// [`run_embedded`]'s color, while it runs with one.
+fn embedded_color() -> Option<i32> {
+    *SPLIT.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn embedded() -> bool {
     EMBEDDED.load(Ordering::SeqCst)
 }
@@ -208,6 +213,8 @@ struct Place {
     /// Processes of the run on this host (this one included).
     local_procs: usize,
     color: i32,
+    /// Every process's color (index = process).
+    colors: Vec<i32>,
     group_procs: usize,
     group_proc: usize,
     /// Split communicators of different sizes.
@@ -242,6 +249,7 @@ fn place(boot: &dyn Bootstrap, hint: Option<usize>) -> TestResult<Place> {
         local_rank,
         local_procs,
         color,
+        colors,
         group_procs,
         group_proc,
         uneven,
@@ -371,6 +379,12 @@ fn run_opened(
     let slots = thread_slots(&opts, pl, first_dev);
     let hooks = Hooks::from_env();
     let sync = ProcessSync::new(opts.nthreads as usize, boot.clone());
+    // Embedded with a color (erdma-cluster's host stage): each group's own
+    // numbers; NCCL_TESTS_SPLIT keeps nccl-tests' average over all.
+    let sync = match embedded_color() {
+        Some(_) => sync.within(pl.colors.iter().map(|c| *c == pl.color).collect()),
+        None => sync,
+    };
     // Every process must sweep the same types (nccl-tests takes the lowest
     // compute capability of the run to drop fp8).
     let mut features = be.features();

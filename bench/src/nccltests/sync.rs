@@ -31,6 +31,9 @@ struct Outcome {
 pub struct ProcessSync {
     nthreads: usize,
     total_procs: usize,
+    /// The processes whose values the reductions combine (None: all): see
+    /// [`ProcessSync::within`].
+    group: Option<Vec<bool>>,
     boot: Arc<dyn Bootstrap>,
     state: Mutex<State>,
     cond: Condvar,
@@ -75,10 +78,29 @@ impl ProcessSync {
         ProcessSync {
             nthreads,
             total_procs,
+            group: None,
             boot,
             state: Mutex::new(State::default()),
             cond: Condvar::new(),
         }
+    }
+
+    /// The same rendezvous, its reductions (times, wrong elements)
+    /// combining only the processes `group` marks (index = process):
+    /// erdma-cluster's host stage runs every host's communicator at once
+    /// and needs each host's own numbers, where nccl-tests' NCCL_TESTS_SPLIT
+    /// averages over every process (kept for the work-alikes). Every
+    /// process still takes part in each exchange.
+    pub fn within(mut self, group: Vec<bool>) -> ProcessSync {
+        self.group = Some(group);
+        self
+    }
+
+    /// Processes whose values are combined.
+    fn members(&self) -> usize {
+        self.group
+            .as_ref()
+            .map_or(self.total_procs, |g| g.iter().filter(|m| **m).count())
     }
 
     /// `Barrier`.
@@ -173,6 +195,8 @@ impl ProcessSync {
 
     fn across(&self, st: &State, op: &Op) -> TestResult<Outcome> {
         let b = &*self.boot;
+        let among = self.group.as_deref();
+        let f64_of = |c| bootstrap::allreduce_f64_among(b, st.acc_f64, c, among);
         let mut o = Outcome::default();
         match *op {
             Op::Barrier => b.barrier()?,
@@ -180,14 +204,15 @@ impl ProcessSync {
                 o.f = match avg {
                     Average::Rank0 => st.acc_f64,
                     Average::Mean => {
-                        bootstrap::allreduce_f64(b, st.acc_f64, Combine::Sum)?
-                            / (self.total_procs * self.nthreads) as f64
+                        f64_of(Combine::Sum)? / (self.members() * self.nthreads) as f64
                     }
-                    Average::Min => bootstrap::allreduce_f64(b, st.acc_f64, Combine::Min)?,
-                    Average::Max => bootstrap::allreduce_f64(b, st.acc_f64, Combine::Max)?,
+                    Average::Min => f64_of(Combine::Min)?,
+                    Average::Max => f64_of(Combine::Max)?,
                 }
             }
-            Op::SumI64(_) => o.i = bootstrap::allreduce_i64(b, st.acc_i64, Combine::Sum)?,
+            Op::SumI64(_) => {
+                o.i = bootstrap::allreduce_i64_among(b, st.acc_i64, Combine::Sum, among)?
+            }
             Op::MaxRows(_) => {
                 let bytes: Vec<u8> = st.rows.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let all = b.allgather(&bytes)?;

@@ -21,14 +21,21 @@ pub fn mpirun_with(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> (Option<i32>, String, String) {
+    let mut c = launcher(mpirun_opts, env);
+    c.arg("-np")
+        .arg(np.to_string())
+        .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
+        .args(args);
+    output(c)
+}
+
+/// `timeout 300 mpirun` with its options and transports, `env` set and
+/// every NCCL_* variable of this process removed; the apps follow.
+pub fn launcher(mpirun_opts: &[&str], env: &[(&str, &str)]) -> Command {
     let mut c = Command::new("timeout");
     c.args(["300", "mpirun", "--allow-run-as-root", "--oversubscribe"])
         .args(mpirun_opts)
-        .arg("-np")
-        .arg(np.to_string())
         .args(["--mca", "pml", "ob1", "--mca", "btl", "self,vader,tcp"])
-        .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
-        .args(args)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .envs(env.iter().copied());
@@ -37,6 +44,11 @@ pub fn mpirun_with(
             c.env_remove(k);
         }
     }
+    c
+}
+
+/// Runs `c`: (exit status, stdout, stderr).
+pub fn output(mut c: Command) -> (Option<i32>, String, String) {
     let out = c
         .output()
         .expect("run timeout/mpirun (Open MPI installed?)");

@@ -102,10 +102,25 @@ pub trait Bootstrap: Send + Sync {
 
 /// Combines one f64 per process.
 pub fn allreduce_f64(b: &dyn Bootstrap, v: f64, op: Combine) -> TestResult<f64> {
+    allreduce_f64_among(b, v, op, None)
+}
+
+/// [`allreduce_f64`] of the processes `among` marks (index = process;
+/// None: all). Every process takes part in the exchange; each combines
+/// only its group's values (erdma-cluster's host stage: each host's own
+/// time, not the whole cluster's mean).
+pub fn allreduce_f64_among(
+    b: &dyn Bootstrap,
+    v: f64,
+    op: Combine,
+    among: Option<&[bool]>,
+) -> TestResult<f64> {
     let all = b.allgather(&v.to_le_bytes())?;
     let vals = all
         .chunks_exact(8)
-        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        .enumerate()
+        .filter(|(i, _)| among.is_none_or(|m| m.get(*i) == Some(&true)))
+        .map(|(_, c)| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
     Ok(match op {
         Combine::Sum => vals.sum(),
         Combine::Min => vals.fold(f64::INFINITY, f64::min),
@@ -115,10 +130,22 @@ pub fn allreduce_f64(b: &dyn Bootstrap, v: f64, op: Combine) -> TestResult<f64> 
 
 /// Combines one i64 per process.
 pub fn allreduce_i64(b: &dyn Bootstrap, v: i64, op: Combine) -> TestResult<i64> {
+    allreduce_i64_among(b, v, op, None)
+}
+
+/// [`allreduce_i64`] of the processes `among` marks (None: all).
+pub fn allreduce_i64_among(
+    b: &dyn Bootstrap,
+    v: i64,
+    op: Combine,
+    among: Option<&[bool]>,
+) -> TestResult<i64> {
     let all = b.allgather(&v.to_le_bytes())?;
     let vals = all
         .chunks_exact(8)
-        .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+        .enumerate()
+        .filter(|(i, _)| among.is_none_or(|m| m.get(*i) == Some(&true)))
+        .map(|(_, c)| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
     Ok(match op {
         Combine::Sum => vals.fold(0i64, i64::wrapping_add),
         Combine::Min => vals.min().unwrap_or(v),
@@ -232,4 +259,56 @@ fn start_mpi(_timeout_s: i32) -> TestResult<Launch> {
     Err(TestError::NotImplemented(
         "this binary was built without MPI (cargo feature `mpi`): use --bootstrap tcp with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or rebuild with --features mpi".into(),
     ))
+}
+
+#[cfg(test)]
+mod among_tests {
+    use super::*;
+
+    /// Three processes whose values are fixed: process 0 answers for all.
+    struct Three([f64; 3]);
+
+    impl Bootstrap for Three {
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            3
+        }
+        fn name(&self) -> &'static str {
+            "three"
+        }
+        fn allgather(&self, _mine: &[u8]) -> TestResult<Vec<u8>> {
+            Ok(self.0.iter().flat_map(|v| v.to_le_bytes()).collect())
+        }
+        fn dup(&self) -> TestResult<Arc<dyn Bootstrap>> {
+            Ok(Arc::new(Three(self.0)))
+        }
+        fn split(&self, _color: i32) -> TestResult<Arc<dyn Bootstrap>> {
+            Ok(Arc::new(Three(self.0)))
+        }
+        fn abort(&self, e: &TestError) -> ! {
+            std::process::exit(e.exit_code())
+        }
+    }
+
+    #[test]
+    fn a_group_combines_its_own_values_only() {
+        let b = Three([1.0, 10.0, 100.0]);
+        assert_eq!(allreduce_f64(&b, 0.0, Combine::Sum).unwrap(), 111.0);
+        let g = [true, false, true];
+        assert_eq!(
+            allreduce_f64_among(&b, 0.0, Combine::Sum, Some(&g)).unwrap(),
+            101.0
+        );
+        assert_eq!(
+            allreduce_f64_among(&b, 0.0, Combine::Max, Some(&[false, true, false])).unwrap(),
+            10.0
+        );
+        let i = Three([f64::from_le_bytes(3i64.to_le_bytes()); 3]);
+        assert_eq!(
+            allreduce_i64_among(&i, 0, Combine::Sum, Some(&g)).unwrap(),
+            6
+        );
+    }
 }
