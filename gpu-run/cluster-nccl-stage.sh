@@ -9,17 +9,19 @@
 # machine with RDMA devices that is a failure naming NCCL_IB_DISABLE, else
 # "cannot prove"), (4) the two ranks with rank 1 stopped (SIGSTOP, the
 # stop-in-nccl:1 test hook) as its cluster run starts: rank 0 must name it
-# lost within --timeout (the collectives' census) and the job exit 5.
+# lost within --timeout (the collectives' census) and the job exit 5,
+# (5) four ranks as two hosts of two, host 0 slowed by the driver's slow
+# hook: each host's stage its own time.
 #
 # Build (on the build machine, from the repository root):
 #   scripts/gpu/cluster-nccl-stage.sh --build DIR   # release erdma-cluster + this script
 # Run (on the GPU machine; Open MPI's mpirun, no Rust needed):
 #   bash DIR/cluster-nccl-stage.sh [OUTDIR]          # OUTDIR defaults to DIR/nccl-stage-out
 # Dry parts (no GPU, no mpirun needed): DRY=1 prints the commands only.
-# ONLY=NAME runs one case (np1, np2, apart, stop); BACKEND=mpi expects the
+# ONLY=NAME runs one case (np1, np2, apart, stop, hosts); BACKEND=mpi expects the
 # MPI backend instead of NCCL (the logic checked on a machine without GPU).
 #
-# Writes OUTDIR/{np1,np2,apart,stop}.json and .err, and each run's --out directory;
+# Writes OUTDIR/{np1,np2,apart,stop,hosts}.json and .err, and each run's --out directory;
 # prints each check with PASS/FAIL; exits 0 only if every check passed.
 set -u
 if [[ ${1:-} == --build ]]; then
@@ -60,6 +62,11 @@ cat >"$WRAP" <<'EOF'
 #!/bin/sh
 NCCL_HOSTID=cluster-nccl-rank-${OMPI_COMM_WORLD_RANK:?rank-env.sh: OMPI_COMM_WORLD_RANK is not set}
 export NCCL_HOSTID
+# The ranks SLOW_WORLD_RANKS lists wait before each collective (the
+# driver's slow hook for the first rank of their communicator).
+case " ${SLOW_WORLD_RANKS:-} " in
+  *" $OMPI_COMM_WORLD_RANK "*) ERDMA_BENCH_HOOK=slow:0; export ERDMA_BENCH_HOOK ;;
+esac
 exec "$@"
 EOF
 chmod +x "$WRAP"
@@ -176,6 +183,21 @@ assert "rank 1: lost: " in c[0]["error"] and "did not respond" in c[0]["error"],
 # Start-up, the hosts run and reporting take the rest: 45 s is ample.
 assert wall < t + 3 + 45, "the job took %d s with --timeout %d" % (wall, t)
 print("  ", wall, "s;", lost[0]["why"])
+'
+
+echo "== (5) four ranks on GPU 0 as two hosts of two, host 0 slowed: each host its own numbers"
+# The hosts' communicators run at once in one driver run; each host's
+# document must carry its own time (they were once the mean of all).
+job hosts 4 "${ONE[@]}" ERDMA_CLUSTER_HOOK=hosts-apart:2 "SLOW_WORLD_RANKS=0 1" -- --nccl \
+  --nccl-tests all_reduce --nccl-args "-b 1M -e 4M -f 4 -w 1 -n 5 -c 1"
+check hosts "host 0 (slow hook, 5 ms per collective) measured slower than host 1, both ok" '
+import json, sys
+d = json.load(open(sys.argv[1])); n = d["nccl"]
+h = [s for s in n["stages"] if s["scope"] == "host"]
+assert len(h) == 2 and all(s["status"] == "ok" for s in h), h
+t = [s["rows"][-1]["time_us"] for s in h]
+assert t[0] > 4000 and t[1] < t[0] / 2, t
+print("  ", [(s["name"], s["rows"][-1]["time_us"], s["rows"][-1]["busbw"]) for s in h])
 '
 
 echo "== $passed passed, ${#failed[@]} failed"

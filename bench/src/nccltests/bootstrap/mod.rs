@@ -115,12 +115,9 @@ pub fn allreduce_f64_among(
     op: Combine,
     among: Option<&[bool]>,
 ) -> TestResult<f64> {
-    let all = b.allgather(&v.to_le_bytes())?;
-    let vals = all
-        .chunks_exact(8)
-        .enumerate()
-        .filter(|(i, _)| among.is_none_or(|m| m.get(*i) == Some(&true)))
-        .map(|(_, c)| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+    let vals = gathered(b, v.to_le_bytes(), among)?
+        .into_iter()
+        .map(f64::from_le_bytes);
     Ok(match op {
         Combine::Sum => vals.sum(),
         Combine::Min => vals.fold(f64::INFINITY, f64::min),
@@ -140,17 +137,26 @@ pub fn allreduce_i64_among(
     op: Combine,
     among: Option<&[bool]>,
 ) -> TestResult<i64> {
-    let all = b.allgather(&v.to_le_bytes())?;
-    let vals = all
-        .chunks_exact(8)
-        .enumerate()
-        .filter(|(i, _)| among.is_none_or(|m| m.get(*i) == Some(&true)))
-        .map(|(_, c)| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])));
+    let vals = gathered(b, v.to_le_bytes(), among)?
+        .into_iter()
+        .map(i64::from_le_bytes);
     Ok(match op {
         Combine::Sum => vals.fold(0i64, i64::wrapping_add),
         Combine::Min => vals.min().unwrap_or(v),
         Combine::Max => vals.max().unwrap_or(v),
     })
+}
+
+/// Every process's 8 bytes, those of the processes `among` marks (None:
+/// all), in process order.
+fn gathered(b: &dyn Bootstrap, mine: [u8; 8], among: Option<&[bool]>) -> TestResult<Vec<[u8; 8]>> {
+    let all = b.allgather(&mine)?;
+    Ok(all
+        .chunks_exact(8)
+        .enumerate()
+        .filter(|(i, _)| among.is_none_or(|m| m.get(*i) == Some(&true)))
+        .map(|(_, c)| c.try_into().unwrap_or([0; 8]))
+        .collect())
 }
 
 /// Allgather of variable-length byte strings.
