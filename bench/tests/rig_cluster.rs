@@ -44,6 +44,20 @@ fn pairs_job(
     port: &str,
     extra: &[&str],
 ) -> (Option<i32>, String, String) {
+    ranks_job(2, devices, perf_args, port, extra, &[])
+}
+
+/// `erdma-cluster --skip gpu --pairs` of `np` ranks on `devices` (as
+/// `--devices` takes them), erdma-perf's `perf_args`, ports from `port`,
+/// with `extra` options and `env` for every rank.
+fn ranks_job(
+    np: usize,
+    devices: &str,
+    perf_args: &str,
+    port: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
     let mut args = vec![
         "--skip",
         "gpu",
@@ -56,7 +70,7 @@ fn pairs_job(
         port,
     ];
     args.extend_from_slice(extra);
-    mpirun(2, &args)
+    mpirun_env(np, &args, env)
 }
 
 /// `erdma-cluster --pairs` on two devices of the rig: the matrix (both
@@ -202,19 +216,13 @@ fn rails_counters_and_the_mpi_stage_not_over_rdma() {
     let _vm = busy();
     let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
     let perf = format!("-x {gid} -s 65536 -n 100 --report_gbits");
-    let (code, text, err) = mpirun_env(
+    let (code, text, err) = ranks_job(
         2,
+        "rxe0+rxe1,rxe1+rxe0",
+        &perf,
+        "18800",
         &[
             "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            "rxe0+rxe1,rxe1+rxe0",
-            "--perf-args",
-            &perf,
-            "--pair-port",
-            "18800",
             "--nccl",
             "--nccl-args",
             "-b 64K -e 256K -f 4 -n 5 -w 1 -c 1",
@@ -282,19 +290,12 @@ fn a_corrupted_payload_fails_the_pair() {
     let _vm = busy();
     let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
     let perf = format!("-x {gid} -s 65536 -n 100");
-    let (code, text, err) = mpirun_env(
+    let (code, text, err) = ranks_job(
         2,
-        &[
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            "rxe0,rxe1",
-            "--perf-args",
-            &perf,
-            "--pair-port",
-            "18850",
-        ],
+        "rxe0,rxe1",
+        &perf,
+        "18850",
+        &[],
         &[("ERDMA_CLUSTER_HOOK", "corrupt:1")],
     );
     assert_eq!(code, Some(2), "{text}{err}");
@@ -322,20 +323,11 @@ fn rails_over_siw_cannot_prove_their_bytes() {
         eprintln!("no siw in this rig run");
         return;
     }
-    let (code, text, err) = mpirun(
-        2,
-        &[
-            "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            "siw0+siw1,siw1+siw0",
-            "--perf-args",
-            "-s 65536 -n 200 --report_gbits",
-            "--pair-port",
-            "18900",
-        ],
+    let (code, text, err) = pairs_job(
+        "siw0+siw1,siw1+siw0",
+        "-s 65536 -n 200 --report_gbits",
+        "18900",
+        &["--json"],
     );
     let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
     let pairs = &v["pairs"];
@@ -407,19 +399,13 @@ fn four_ranks(devices: &str, perf_args: &str, port: &str) -> serde_json::Value {
 }
 
 fn four_ranks_job(devices: &str, perf_args: &str, port: &str) -> (Option<i32>, String, String) {
-    mpirun_env(
+    ranks_job(
         4,
+        devices,
+        perf_args,
+        port,
         &[
             "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            devices,
-            "--perf-args",
-            perf_args,
-            "--pair-port",
-            port,
             "--nccl",
             "--nccl-args",
             "-b 64K -e 64K -n 5 -w 1 -c 1",
@@ -587,22 +573,8 @@ fn one_rxe_each(port: &str) -> (serde_json::Value, Vec<String>, Option<i32>) {
     // -u 18: an ACK timeout of 1 s, over the queueing delay of a slowed
     // link (at the default 67 ms rxe retransmits what is still queued, and
     // its responder answers the duplicates with REM_INV_REQ_ERR).
-    let (code, text, err) = mpirun_env(
-        4,
-        &[
-            "--json",
-            "--skip",
-            "gpu",
-            "--pairs",
-            "--devices",
-            "rxe0,rxe1,rxe2,rxe3",
-            "--perf-args",
-            &format!("-x {gid} -s 65536 -n 25 -u 18 --report_gbits"),
-            "--pair-port",
-            port,
-        ],
-        &[],
-    );
+    let perf = format!("-x {gid} -s 65536 -n 25 -u 18 --report_gbits");
+    let (code, text, err) = ranks_job(4, "rxe0,rxe1,rxe2,rxe3", &perf, port, &["--json"], &[]);
     let v: serde_json::Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
     let pairs = &v["pairs"];
@@ -622,6 +594,11 @@ fn one_rxe_each(port: &str) -> (serde_json::Value, Vec<String>, Option<i32>) {
         eprintln!("gbps {}", cells.join(" "));
     }
     eprintln!("job took {:.0} s", t0.elapsed().as_secs_f64());
+    // The schedule's model against this job (docs/cluster-diagnosis.md).
+    eprintln!(
+        "pair stage: predicted {} s, measured {} s",
+        v["predicted_wall_s"], v["pair_wall_s"]
+    );
     eprintln!("verdicts {}", v["verdicts"]);
     let runs = pairs["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 24, "12 pairs x 2 sides");
@@ -776,21 +753,14 @@ fn four_ranks_with_a_budget_retest_a_slowed_rank() {
     // tests (with the default 67 ms a run failed once with REM_INV_REQ_ERR
     // when both directions ran at once in the loaded VM).
     let perf = format!("-x {gid} -s 65536 -n 100 -u 18 --report_gbits");
-    let args = [
-        "--json",
-        "--skip",
-        "gpu",
-        "--pairs",
-        "--devices",
+    let (code, text, err) = ranks_job(
+        4,
         "rxe0,rxe1",
-        "--perf-args",
         &perf,
-        "--pair-port",
         "19800",
-        "--budget",
-        "10",
-    ];
-    let (code, text, err) = mpirun_env(4, &args, &[("ERDMA_CLUSTER_HOOK", "slow:3,suspect:3")]);
+        &["--json", "--budget", "10"],
+        &[("ERDMA_CLUSTER_HOOK", "slow:3,suspect:3")],
+    );
     let v: serde_json::Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
     // The numbers, for the log.
