@@ -319,43 +319,71 @@ struct HostFlag {
     seen_again: bool,
 }
 
+/// The hosts slow on one NIC, the clearest first: each host is judged on
+/// its cells with the hosts already flagged left out, so that cells a
+/// slower host explains do not flag its partners (with 4 hosts and one
+/// slow, a partner's row kept one cell of the slow host among three, and
+/// the upper median then rested on one healthy cell: in the rig a healthy
+/// rank receiving once at 0.66 of the median from one rank was flagged,
+/// and its retest, as noisy, "confirmed" it).
 fn host_flags(rail_i: usize, rail: &Rail, v: &View, skip: &[bool]) -> Vec<HostFlag> {
-    let n = v.n;
-    let mut out = Vec::new();
-    let (mut row, mut col) = (Vec::new(), Vec::new());
-    for h in (0..n).filter(|&h| !skip[h]) {
-        row.clear();
-        col.clear();
-        row.extend((0..n).filter(|&s| s != h).filter_map(|s| v.score(h, s)));
-        col.extend((0..n).filter(|&c| c != h).filter_map(|c| v.score(c, h)));
-        let (nr, nc) = (row.len(), col.len());
-        let (Some(rm), Some(cm)) = (upper_median(&mut row), upper_median(&mut col)) else {
-            continue;
-        };
-        let (rl, cl) = (rm < v.lowline, cm < v.lowline);
-        let side = match (rl && nr >= 2, cl && nc >= 2) {
-            (true, true) => Side::Both,
-            (true, false) if nr >= 3 => Side::Sends,
-            (false, true) if nc >= 3 => Side::Receives,
-            _ => continue,
-        };
-        let retested = (0..n).any(|o| rail.retested(h, o) || rail.retested(o, h));
-        out.push(HostFlag {
-            host: h,
-            rail: rail_i,
-            side,
-            row: rm,
-            col: cm,
-            cells: nr + nc,
-            retested,
-            seen_again: false,
-        });
+    let live = || (0..v.n).filter(|&h| !skip[h]);
+    let mut first: Vec<HostFlag> = live()
+        .filter_map(|h| host_flag(h, rail_i, rail, v, skip, &[]))
+        .collect();
+    first.sort_by(|a, b| a.row.min(a.col).total_cmp(&b.row.min(b.col)));
+    let mut out: Vec<HostFlag> = Vec::new();
+    for f in first {
+        let worse: Vec<usize> = out.iter().map(|k| k.host).collect();
+        out.extend(host_flag(f.host, rail_i, rail, v, skip, &worse));
     }
+    out.sort_by_key(|f| f.host);
     let flagged: Vec<usize> = out.iter().map(|f| f.host).collect();
     for f in &mut out {
         f.seen_again = seen_again(f, rail, v, &flagged);
     }
     out
+}
+
+/// Host `h`'s flag on one NIC, judged on its cells with the hosts
+/// `without` (and the lost ones) left out; none when it is not slow.
+fn host_flag(
+    h: usize,
+    rail_i: usize,
+    rail: &Rail,
+    v: &View,
+    skip: &[bool],
+    without: &[usize],
+) -> Option<HostFlag> {
+    let n = v.n;
+    let partner = |o: usize| o != h && !skip[o] && !without.contains(&o);
+    let mut row: Vec<f64> = (0..n)
+        .filter(|&s| partner(s))
+        .filter_map(|s| v.score(h, s))
+        .collect();
+    let mut col: Vec<f64> = (0..n)
+        .filter(|&c| partner(c))
+        .filter_map(|c| v.score(c, h))
+        .collect();
+    let (nr, nc) = (row.len(), col.len());
+    let (rm, cm) = (upper_median(&mut row)?, upper_median(&mut col)?);
+    let (rl, cl) = (rm < v.lowline, cm < v.lowline);
+    let side = match (rl && nr >= 2, cl && nc >= 2) {
+        (true, true) => Side::Both,
+        (true, false) if nr >= 3 => Side::Sends,
+        (false, true) if nc >= 3 => Side::Receives,
+        _ => return None,
+    };
+    Some(HostFlag {
+        host: h,
+        rail: rail_i,
+        side,
+        row: rm,
+        col: cm,
+        cells: nr + nc,
+        retested: (0..n).any(|o| rail.retested(h, o) || rail.retested(o, h)),
+        seen_again: false,
+    })
 }
 
 /// Whether the retest's runs of a flagged host's slow side(s), against

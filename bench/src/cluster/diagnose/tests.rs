@@ -128,6 +128,25 @@ fn the_rig_faults_a_fixed_five_sigma_missed() {
     ]);
     let d = judge4(&nic);
     assert_eq!(kinds(&d), vec![(Kind::Host, vec![3], None)], "{d:?}");
+    // Another job of the same test: rank 1 -> rank 2 at 0.66 of the median.
+    // With rank 3's cells in their rows, rank 1 was flagged as sending
+    // slowly and rank 2 as receiving slowly on that one cell; without them
+    // it is that direction, as measured.
+    let nic = rail([
+        [0.0, 0.1096, 0.1086, 0.0038],
+        [0.0986, 0.0, 0.0713, 0.0039],
+        [0.1251, 0.1092, 0.0, 0.0039],
+        [0.0039, 0.0039, 0.0039, 0.0],
+    ]);
+    let d = judge4(&nic);
+    assert_eq!(
+        kinds(&d),
+        vec![
+            (Kind::Host, vec![3], None),
+            (Kind::Direction, vec![1, 2], None)
+        ],
+        "{d:?}"
+    );
     assert!((k_sigma(12) - 3.77).abs() < 0.01, "{}", k_sigma(12));
 }
 
