@@ -187,16 +187,25 @@ print("  ", wall, "s;", lost[0]["why"])
 
 echo "== (5) four ranks on GPU 0 as two hosts of two, host 0 slowed: each host its own numbers"
 # The hosts' communicators run at once in one driver run; each host's
-# document must carry its own time (they were once the mean of all).
+# document must carry its own time (they were once the mean of all, the
+# same number to the last digit for every host). On one shared GPU the
+# hosts are coupled: while host 0's first rank waits (the slow hook, 5 ms
+# before each collective) its other rank's kernel spins on the GPU and
+# host 1's kernels wait for their time slice, so both hosts measure about
+# the same (9.1 ms at 64 KiB on an H100, 11 ms at 4 MiB): the check is
+# that the two documents differ, not that host 0 is slower; the MPI
+# backend (BACKEND=mpi, and the CI test) shows host 0 alone slow.
 job hosts 4 "${ONE[@]}" ERDMA_CLUSTER_HOOK=hosts-apart:2 "SLOW_WORLD_RANKS=0 1" -- --nccl \
-  --nccl-tests all_reduce --nccl-args "-b 1M -e 4M -f 4 -w 1 -n 5 -c 1"
-check hosts "host 0 (slow hook, 5 ms per collective) measured slower than host 1, both ok" '
-import json, sys
+  --nccl-tests all_reduce --nccl-args "-b 64K -e 64K -w 1 -n 5 -c 1"
+check hosts "each host stage its own time (not one number for all), both ok" '
+import json, os, sys
 d = json.load(open(sys.argv[1])); n = d["nccl"]
 h = [s for s in n["stages"] if s["scope"] == "host"]
 assert len(h) == 2 and all(s["status"] == "ok" for s in h), h
 t = [s["rows"][-1]["time_us"] for s in h]
-assert t[0] > 4000 and t[1] < t[0] / 2, t
+assert t[0] != t[1], t
+if os.environ["BACKEND"] == "mpi":
+    assert t[0] > 4000 and t[1] < t[0] / 2, t
 print("  ", [(s["name"], s["rows"][-1]["time_us"], s["rows"][-1]["busbw"]) for s in h])
 '
 
