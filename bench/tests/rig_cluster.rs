@@ -733,6 +733,45 @@ fn a_slow_nic_shows_in_its_ranks_row_and_column() {
     assert_eq!(code, Some(2), "a confirmed verdict fails the job");
 }
 
+/// Issue 24: one NIC of two slowed. Rank i has rxe<i> (rail 0) and
+/// rxe<i+1 mod 4> (rail 1); rxe3 slowed by tc is rank 3's NIC 0 and rank
+/// 2's NIC 1. Each must be a `nic` verdict on its own rail (the other NIC
+/// of the same rank measures normally: not a host), confirmed by the
+/// retest, and no host verdict names ranks 2 or 3.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn one_slow_nic_of_two_is_a_nic_verdict() {
+    let _quiet = quiet();
+    let _tc = Shaped::new(&["nic", "rxe3", SLOW_NIC]);
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    let perf = format!("-x {gid} -s 65536 -n 25 -u 18 --report_gbits");
+    let t0 = std::time::Instant::now();
+    let (code, text, err) = ranks_job(4, &distinct_rails("rxe"), &perf, "20000", &["--json"], &[]);
+    let v: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
+    for r in v["pairs"]["rails"].as_array().unwrap() {
+        eprintln!("rail {} gbps {}", r["rail"], r["gbps"]);
+    }
+    eprintln!("job took {:.0} s", t0.elapsed().as_secs_f64());
+    eprintln!("verdicts {}", v["verdicts"]);
+    let name = |r: usize| v["hosts"][r]["label"].as_str().unwrap().to_owned();
+    let verdicts = v["verdicts"].as_array().unwrap();
+    for (rank, nic) in [(3, 0), (2, 1)] {
+        let found = verdicts
+            .iter()
+            .find(|d| d["hosts"] == serde_json::json!([name(rank)]) && d["kind"] == "nic")
+            .unwrap_or_else(|| panic!("no nic verdict on rank {rank}: {verdicts:#?}"));
+        assert_eq!(found["nic"], nic, "{found}");
+        assert_eq!(found["status"], "fail", "confirmed by the retest: {found}");
+    }
+    assert!(
+        !verdicts.iter().any(|d| d["kind"] == "host"
+            && (d["hosts"][0] == name(2).as_str() || d["hosts"][0] == name(3).as_str())),
+        "{verdicts:#?}"
+    );
+    assert_eq!(code, Some(2), "a confirmed verdict fails the job");
+}
+
 /// Four ranks over rxe with `--budget`: both directions of a pair at once
 /// (a client and a server thread in each rank), the plan printed first, the
 /// retest planned by rank 0, gathered and run over the devices. Rank 3's
