@@ -394,7 +394,27 @@ fn four_ranks(devices: &str, perf_args: &str, port: &str) -> serde_json::Value {
     assert!(runs.iter().all(|r| r["verified"] == true), "{pairs:#}");
     let n = &v["nccl"];
     assert_eq!(n["status"], "ok", "{n}");
-    assert!(code == Some(0) || code == Some(1), "{text}{err}");
+    // A pair verdict the retest confirmed fails the job (exit 2). In the
+    // emulated rig a healthy run now and then stalls and the retest can
+    // measure the same pair slow again (seen once over siw: 0 -> 3 at
+    // 0.005 and 0.02 Gb/s against a median of 0.03): the diagnosis doing
+    // its job on the rig's noise, not the stage failing, so it is allowed
+    // here (the verdicts are printed above); any failed check is not.
+    let confirmed = v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["status"] == "fail");
+    let checks = v["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["checks"].as_array().unwrap())
+        .chain(v["across"].as_array().unwrap());
+    let failed: Vec<&serde_json::Value> = checks.filter(|c| c["status"] == "fail").collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let ok = code == Some(0) || code == Some(1) || (code == Some(2) && confirmed);
+    assert!(ok, "{text}{err}");
     v
 }
 
