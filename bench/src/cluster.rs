@@ -1088,16 +1088,30 @@ pub fn retest_plan(args: &Args, raw_reports: &[Vec<u8>], pair_raw: &[Vec<u8>]) -
     retest::plan(&d, n, schedule::retest_rounds(n))
 }
 
+/// The argument of test hook `name` in `ERDMA_CLUSTER_HOOK` (hooks
+/// separated by commas, each `name:ARG`), trimmed; none when not given.
+/// Every erdma-cluster hook is read through it.
+pub fn hook(name: &str) -> Option<String> {
+    hook_in(&std::env::var("ERDMA_CLUSTER_HOOK").ok()?, name)
+}
+
+/// [`hook`] from the variable's value `all`.
+fn hook_in(all: &str, name: &str) -> Option<String> {
+    all.split(',').find_map(|h| {
+        h.trim()
+            .strip_prefix(name)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|r| r.trim().to_owned())
+    })
+}
+
 /// `ERDMA_CLUSTER_HOOK=suspect:R` (tests; with others, comma-separated):
 /// rank R is a suspect of the first pass whatever was measured, so that a
 /// job without RDMA devices (or with the rig's wide spread) still plans,
 /// gathers and runs its retest rounds for it.
 fn suspect_hook(d: &mut diagnose::Diagnosis, n: usize) {
-    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    if let Some(r) = hook
-        .split(',')
-        .find_map(|h| h.strip_prefix("suspect:"))
-        .and_then(|r| r.trim().parse::<usize>().ok())
+    if let Some(r) = hook("suspect")
+        .and_then(|r| r.parse::<usize>().ok())
         .filter(|&r| r < n)
     {
         d.verdicts.push(diagnose::Verdict {

@@ -112,12 +112,7 @@ fn gpu_count() -> usize {
 /// machine runs the per-host communicators as a cluster would.
 #[cfg(feature = "mpi")]
 fn nccl_hosts(hosts: Vec<String>) -> Vec<String> {
-    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    match hook
-        .split(',')
-        .find_map(|h| h.strip_prefix("hosts-apart:"))
-        .and_then(|k| k.parse::<usize>().ok())
-    {
+    match cluster::hook("hosts-apart").and_then(|k| k.parse::<usize>().ok()) {
         Some(k) if k > 0 => hosts
             .into_iter()
             .enumerate()
@@ -572,13 +567,12 @@ fn nccl_meet(world: &world::World) -> bool {
     world.lost().is_empty()
 }
 
-/// `ERDMA_CLUSTER_HOOK=stop:R` (tests): rank R stops itself (SIGSTOP)
-/// right after MPI is initialized, as a rank that hangs would.
+/// `ERDMA_CLUSTER_HOOK=stop:R` (tests; with others, comma-separated):
+/// rank R stops itself (SIGSTOP) right after MPI is initialized, as a rank
+/// that hangs would.
 #[cfg(feature = "mpi")]
 fn stop_hook(rank: usize) {
-    let stop = std::env::var("ERDMA_CLUSTER_HOOK")
-        .ok()
-        .and_then(|v| v.strip_prefix("stop:").and_then(|r| r.trim().parse().ok()));
+    let stop = cluster::hook("stop").and_then(|r| r.parse().ok());
     if stop == Some(rank) {
         // SAFETY: raise has no memory-safety preconditions.
         unsafe {

@@ -525,15 +525,13 @@ pub const NOT_RUN: i32 = -1;
 /// that crashes would.
 fn lost_hook(rank: usize) {
     static FIRED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    let Some((sig, r)) = hook.split(',').find_map(|h| {
-        h.strip_prefix("stop-in-nccl:")
-            .map(|r| (libc::SIGSTOP, r))
-            .or_else(|| h.strip_prefix("kill-in-nccl:").map(|r| (libc::SIGKILL, r)))
-    }) else {
+    let Some((sig, r)) = super::hook("stop-in-nccl")
+        .map(|r| (libc::SIGSTOP, r))
+        .or_else(|| super::hook("kill-in-nccl").map(|r| (libc::SIGKILL, r)))
+    else {
         return;
     };
-    if r.trim().parse::<usize>().ok() == Some(rank)
+    if r.parse::<usize>().ok() == Some(rank)
         && !FIRED.swap(true, std::sync::atomic::Ordering::SeqCst)
     {
         // SAFETY: raise has no memory-safety preconditions.

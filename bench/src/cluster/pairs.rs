@@ -474,14 +474,14 @@ pub fn run_rounds(
     }
 }
 
-/// `ERDMA_CLUSTER_HOOK=stop-in-round:R:K` (tests): rank R stops itself
+/// `ERDMA_CLUSTER_HOOK=stop-in-round:R:K` (tests; with others,
+/// comma-separated): rank R stops itself
 /// (SIGSTOP) as round K starts, as a host that hangs mid-stage would;
 /// `kill-in-round:R:K`: it dies (SIGKILL), as a host that crashes would.
 fn round_hook(rank: usize, round: usize) {
-    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    let (sig, rk) = if let Some(rk) = hook.strip_prefix("stop-in-round:") {
+    let (sig, rk) = if let Some(rk) = super::hook("stop-in-round") {
         (libc::SIGSTOP, rk)
-    } else if let Some(rk) = hook.strip_prefix("kill-in-round:") {
+    } else if let Some(rk) = super::hook("kill-in-round") {
         (libc::SIGKILL, rk)
     } else {
         return;
@@ -507,11 +507,7 @@ fn round_hook(rank: usize, round: usize) {
 /// on Soft-RoCE), as a host with a wrong MTU would: the retest then finds
 /// it slow again.
 fn slow_hook(argv: &mut Vec<String>, me: usize, peer: usize) {
-    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    let target = hook
-        .split(',')
-        .find_map(|h| h.strip_prefix("slow:"))
-        .and_then(|r| r.trim().parse::<usize>().ok());
+    let target = super::hook("slow").and_then(|r| r.parse::<usize>().ok());
     if target.is_some_and(|t| t == me || t == peer) {
         // After the test's name: the options before the peer's address.
         argv.splice(2..2, ["-m".to_owned(), "256".to_owned()]);
@@ -620,13 +616,11 @@ struct Side {
     server_ep: Option<Endpoint>,
 }
 
-/// `ERDMA_CLUSTER_HOOK=corrupt:R` (tests): rank R's first checked receive
+/// `ERDMA_CLUSTER_HOOK=corrupt:R` (tests; with others, comma-separated):
+/// rank R's first checked receive
 /// reads as corrupted.
 fn corrupt_hook(rank: usize) {
-    let hook = std::env::var("ERDMA_CLUSTER_HOOK").unwrap_or_default();
-    let target = hook
-        .strip_prefix("corrupt:")
-        .and_then(|r| r.trim().parse().ok());
+    let target = super::hook("corrupt").and_then(|r| r.parse().ok());
     if target == Some(rank) {
         perf::memory::corrupt_next_check();
     }

@@ -514,3 +514,15 @@ fn a_retest_that_measures_well_clears_and_one_not_held_warns() {
     );
     assert!(!text.contains("round 1"), "no round held: {text}");
 }
+
+#[test]
+fn hooks_are_read_by_name_among_others() {
+    let all = "hosts-apart:2, stop-in-round:1:2,slow:3";
+    assert_eq!(super::hook_in(all, "slow").as_deref(), Some("3"));
+    assert_eq!(super::hook_in(all, "stop-in-round").as_deref(), Some("1:2"));
+    assert_eq!(super::hook_in(all, "hosts-apart").as_deref(), Some("2"));
+    // A name is not a prefix of another hook's.
+    assert_eq!(super::hook_in(all, "stop"), None);
+    assert_eq!(super::hook_in("stop:0", "stop").as_deref(), Some("0"));
+    assert_eq!(super::hook_in("", "slow"), None);
+}
