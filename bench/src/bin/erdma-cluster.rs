@@ -598,6 +598,11 @@ fn simulate() -> i32 {
     }
 }
 
+/// How long the ranks wait for each other to end a job whose arguments
+/// are wrong (rank 0 prints why first).
+#[cfg(feature = "mpi")]
+const BAD_ARGS_WAIT_S: u64 = 10;
+
 #[cfg(feature = "mpi")]
 fn run() -> i32 {
     if cluster::simulate::requested() {
@@ -614,7 +619,14 @@ fn run() -> i32 {
     // Every rank parses the same command line, so all agree on the outcome.
     let args = match parse(rank == 0, size) {
         Ok(a) => a,
-        Err(code) => std::process::exit(code),
+        Err(code) => {
+            // Rank 0 has said why; the others leave only once it has:
+            // mpirun ends the job at the first exit that is not 0, which
+            // could kill rank 0 before its line was written (seen under
+            // load: the line missing). Bounded like any exchange.
+            world::World::new(BAD_ARGS_WAIT_S).agree(code);
+            std::process::exit(code)
+        }
     };
     let world = world::World::new(args.timeout);
     let host = SystemHost::new();
