@@ -189,7 +189,7 @@ pub struct Diagnosis {
 
 /// The upper median (of two middle values the larger): a host with half its
 /// cells low because of other hosts' faults is not itself low.
-fn upper_median(v: &mut [f64]) -> Option<f64> {
+pub(crate) fn upper_median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
     }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use super::diagnose::{Diagnosis, Kind, Verdict, low_line};
+use super::diagnose::{Diagnosis, Kind, Verdict, low_line, upper_median};
 use super::schedule;
 use crate::doctor::Status;
 
@@ -284,9 +284,7 @@ pub fn busbw_outliers(busbw: &[f64]) -> Vec<Verdict> {
     if busbw.len() < 3 {
         return Vec::new();
     }
-    let mut sorted = busbw.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let Some(reference) = sorted.get(sorted.len() / 2).copied().filter(|r| *r > 0.0) else {
+    let Some(reference) = upper_median(&mut busbw.to_vec()).filter(|r| *r > 0.0) else {
         return Vec::new();
     };
     let mut above: Vec<f64> = busbw
