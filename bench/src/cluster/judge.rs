@@ -226,15 +226,8 @@ impl Judged {
             b.sort_unstable();
             v.kind.as_str() == sp.kind && a == b && v.nic == sp.nic
         };
-        match self.diagnosis.verdicts[..n].iter().find(same) {
-            Some(v) if self.confirmed(v) => "confirmed by the retest",
-            Some(v) if v.seen_again => {
-                "still a verdict, not confirmed (seen again, but not against a good host)"
-            }
-            Some(v) if v.retested => "still a verdict, not confirmed (measured again, not seen)",
-            Some(_) => "still a verdict, not confirmed (not measured again)",
-            None => "cleared: no such verdict after the retest",
-        }
+        let found = self.diagnosis.verdicts[..n].iter().find(same);
+        retest::suspect_words(found.map(|v| (self.confirmed(v), v.seen_again, v.retested)))
     }
 }
 

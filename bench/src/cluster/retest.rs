@@ -274,6 +274,21 @@ pub fn outcome(v: &Verdict, confirmed: bool) -> &'static str {
     }
 }
 
+/// What became of a first-pass suspect, from its final verdict's
+/// (confirmed, seen again, measured again), or none (cleared): the words
+/// of the text report and of report.html alike.
+pub fn suspect_words(fate: Option<(bool, bool, bool)>) -> &'static str {
+    match fate {
+        None => "cleared: no such verdict after the retest",
+        Some((true, ..)) => "confirmed by the retest",
+        Some((false, true, _)) => {
+            "still a verdict, not confirmed (seen again, but not against a good host)"
+        }
+        Some((false, false, true)) => "still a verdict, not confirmed (measured again, not seen)",
+        Some((false, false, false)) => "still a verdict, not confirmed (not measured again)",
+    }
+}
+
 /// Host verdicts from the NCCL stage of every host alone: `busbw[i]` is
 /// host i's busbw (GB/s) at the largest size. The reference is the upper
 /// median and the low line is the pair diagnosis's

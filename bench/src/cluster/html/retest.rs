@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::{esc, items, label, labels, median, plain, svg};
+use crate::cluster::retest;
 
 /// One suspect's fate after the retest: (badge class, words).
 fn outcome(doc: &Value, kind: &Value, hosts: &[String], nic: &Value) -> (&'static str, String) {
@@ -20,20 +21,15 @@ fn outcome(doc: &Value, kind: &Value, hosts: &[String], nic: &Value) -> (&'stati
         v["source"] != "nccl" && v["kind"] == *kind && have == want && v["nic"] == *nic
     };
     let Some(v) = items(&doc["verdicts"]).iter().find(same) else {
-        return ("ok", "cleared: no such verdict after the retest".into());
+        return ("ok", retest::suspect_words(None).into());
     };
     // `confirmed` is written with the retest; `status` fail says the same.
     let confirmed = v["confirmed"]
         .as_bool()
         .unwrap_or(v["status"] == "fail" && v["kind"] != "lost");
-    match (confirmed, v["retested"].as_bool()) {
-        (true, _) => ("fail", "confirmed by the retest".into()),
-        (false, Some(true)) => (
-            "warn",
-            "not confirmed: measured again, not against a host judged good".into(),
-        ),
-        (false, _) => ("warn", "not confirmed: not measured again".into()),
-    }
+    let flag = |k: &str| v[k].as_bool().unwrap_or(false);
+    let words = retest::suspect_words(Some((confirmed, flag("seen_again"), flag("retested"))));
+    (if confirmed { "fail" } else { "warn" }, words.into())
 }
 
 /// The first pass of one rail: `gbps[c][s]` of its matrix and each

@@ -466,6 +466,26 @@ fn retested() -> Value {
     d
 }
 
+/// A suspect still a verdict but not confirmed says why, in the text
+/// report's words (the retest measured it again without seeing it).
+#[test]
+fn a_suspect_not_confirmed_says_why_as_the_text_does() {
+    let mut d = retested();
+    d["verdicts"][0]["confirmed"] = json!(false);
+    d["verdicts"][0]["status"] = json!("warn");
+    d["verdicts"][0]["seen_again"] = json!(false);
+    let html = render(&d);
+    check_page(&html);
+    let words = crate::cluster::retest::suspect_words(Some((false, false, true)));
+    assert!(
+        html.contains(&format!(
+            "<span class=\"badge b-warn\">{}</span>",
+            esc(words)
+        )),
+        "{html}"
+    );
+}
+
 #[test]
 fn the_retest_section_shows_suspects_rounds_and_runs_beside_the_first_pass() {
     let html = render(&retested());
