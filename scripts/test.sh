@@ -2,7 +2,8 @@
 # test.sh - the project's whole test suite (what CI runs after scripts/setup.sh).
 #
 #   1. cargo fmt --check, the Dockerfile's lint, clippy -D warnings (default
-#      features and without MPI)
+#      features and without MPI); erdma-sys's checked-in bindings regenerated
+#      and diffed; a crate on erdma built and run without headers or libclang
 #   2. host tests: unit tests, MPI and TCP end-to-end runs of the collective
 #      benchmarks, loader/no-device error paths (cargo test --workspace)
 #   3. a build without the `mpi` feature, checked to need no libmpi/libibverbs;
@@ -73,6 +74,20 @@ cargo clippy --workspace --all-targets -- -D warnings
 if [[ $QUICK == 0 ]]; then
   step "cargo clippy (erdma-bench without mpi)"
   cargo clippy -p erdma-bench --no-default-features --all-targets -- -D warnings
+fi
+
+if [[ $QUICK == 0 ]]; then
+  # erdma-sys builds from checked-in bindings (no headers, no libclang): they
+  # must be what bindgen makes of the system headers, and a crate depending on
+  # erdma must build and run where neither is visible.
+  step "bindings: regenerated and diffed; a crate on erdma built without headers or libclang"
+  scripts/check-bindings.sh
+  rc=0; scripts/check-headerless.sh || rc=$?
+  if [[ $rc == 3 ]]; then
+    STEP+=" - headerless build SKIPPED (not root: no mount namespace)"
+  elif [[ $rc != 0 ]]; then
+    exit "$rc"
+  fi
 fi
 
 step "host tests (cargo test --workspace)"
