@@ -106,6 +106,23 @@ if [[ $QUICK == 0 ]]; then
   step "doc tests and docs (rustdoc -D warnings)"
   RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 
+  # The library as crates.io and docs.rs get it: both crates packaged and
+  # their packages built (erdma against the packaged erdma-sys, through
+  # cargo's local overlay: erdma-sys is not on crates.io before its first
+  # release), then erdma and erdma-sys checked with the MSRV toolchain (the
+  # workspace's rust-version; scripts/setup.sh installs it).
+  step "packaging (cargo publish --dry-run) and the MSRV build"
+  cargo publish --dry-run --allow-dirty -p erdma-sys -p erdma >target/publish.log 2>&1 ||
+    { cat target/publish.log; echo "error: cargo publish --dry-run failed" >&2; exit 1; }
+  grep -E '^ *(Packaged|Verifying)' target/publish.log
+  MSRV=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+  if ! cargo "+$MSRV" --version >/dev/null 2>&1; then
+    echo "error: the MSRV toolchain $MSRV is not installed (scripts/setup.sh installs it)" >&2; exit 1
+  fi
+  cargo "+$MSRV" check -q -p erdma-sys -p erdma --features erdma/cuda,erdma/nccl
+  cargo "+$MSRV" check -q -p erdma-sys -p erdma
+  STEP+=" (MSRV $MSRV)"
+
   # In the same target directory: only erdma-bench itself is built again
   # without the feature (the dependencies are shared; cargo keeps both
   # feature sets' artifacts, so the later builds with MPI are not redone).

@@ -27,9 +27,9 @@
     non_snake_case,
     non_upper_case_globals,
     clippy::all,
-    clippy::undocumented_unsafe_blocks,
-    missing_docs
+    clippy::undocumented_unsafe_blocks
 )]
+#![warn(missing_docs)]
 
 use std::ffi::OsString;
 use std::sync::OnceLock;
@@ -46,11 +46,18 @@ compile_error!(
      `--features erdma-sys/bindgen` (needs the rdma-core headers and libclang)"
 );
 
-#[cfg(not(feature = "bindgen"))]
-include!("generated/types.rs");
-#[cfg(feature = "bindgen")]
-include!(concat!(env!("OUT_DIR"), "/types.rs"));
+/// The generated types and constants (re-exported at the crate root): bindgen
+/// output, documented by rdma-core's man pages and headers, not here.
+#[allow(missing_docs)]
+mod types {
+    #[cfg(not(feature = "bindgen"))]
+    include!("generated/types.rs");
+    #[cfg(feature = "bindgen")]
+    include!(concat!(env!("OUT_DIR"), "/types.rs"));
+}
+pub use types::*;
 
+#[allow(missing_docs)]
 mod ibverbs_fns {
     use super::*;
     #[cfg(not(feature = "bindgen"))]
@@ -58,6 +65,7 @@ mod ibverbs_fns {
     #[cfg(feature = "bindgen")]
     include!(concat!(env!("OUT_DIR"), "/ibverbs.rs"));
 }
+#[allow(missing_docs)]
 mod rdmacm_fns {
     use super::*;
     #[cfg(not(feature = "bindgen"))]

@@ -1,6 +1,6 @@
 //! Safe RDMA verbs for Alibaba Cloud eRDMA NICs and any rdma-core device.
 //!
-//! Layers (cudarc style): [`sys`] is the raw FFI (bindgen at build time,
+//! Layers (cudarc style): [`sys`] is the raw FFI (checked-in bindgen output,
 //! libibverbs/librdmacm loaded at run time, so binaries start on hosts
 //! without rdma-core); this crate is the safe API on top.
 //!
@@ -43,6 +43,11 @@
 //! # Ok(()) }
 //! ```
 #![warn(missing_docs)]
+
+// The crate's README (crates.io's page): its example is compiled by the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
 
 /// The raw FFI layer (`erdma-sys`).
 pub use erdma_sys as sys;
