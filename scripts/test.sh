@@ -119,7 +119,7 @@ if [[ $QUICK == 0 ]]; then
   if ! cargo "+$MSRV" --version >/dev/null 2>&1; then
     echo "error: the MSRV toolchain $MSRV is not installed (scripts/setup.sh installs it)" >&2; exit 1
   fi
-  cargo "+$MSRV" check -q -p erdma-sys -p erdma --features erdma/cuda,erdma/nccl
+  cargo "+$MSRV" check -q -p erdma-sys -p erdma --features erdma/cuda,erdma/nccl,erdma/tokio
   cargo "+$MSRV" check -q -p erdma-sys -p erdma
   STEP+=" (MSRV $MSRV)"
 
