@@ -162,10 +162,12 @@ fn payload(q: usize, m: usize) -> Vec<u8> {
 /// Ping-pong: each message sent, its echo awaited and compared; both sides
 /// wait as `mode` says. Returns the time per round trip.
 fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) -> Duration {
+    const RING: usize = 32;
     let server_addr: SocketAddr = (ips[1], port).into();
-    let server = echo_server(server_addr, 4, n, mode);
-    let t0 = Instant::now();
-    runtime().block_on(async {
+    // Room for the receives whose echo's acknowledgement is still on its
+    // way back: the server posts a buffer again once its send completed.
+    let server = echo_server(server_addr, RING, n, mode);
+    let dt = runtime().block_on(async {
         let id = CmId::resolve(server_addr, Some((ips[0], 0).into()), T).unwrap();
         let ctx = id.context().unwrap();
         let pd = ctx.alloc_pd().unwrap();
@@ -173,28 +175,50 @@ fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) 
         let acq = cq.to_async().unwrap();
         let qp = id.create_qp(&pd, &cq, &cq, &caps(4)).unwrap();
         id.connect(&qp, &ConnParams::default(), T).unwrap();
-        let mut out = pd.register(vec![0u8; SIZE], AccessFlags::empty()).unwrap();
+        // Two send buffers taken in turn: a round trip waits for the echo,
+        // not for the acknowledgement of its own send (as perftest's
+        // send_lat); a buffer is rewritten only after its send completed.
+        let mut outs = [0, 1].map(|_| pd.register(vec![0u8; SIZE], AccessFlags::empty()).unwrap());
+        let mut sent = [true, true];
         let mut inb = pd
             .register(vec![0u8; SIZE], AccessFlags::LOCAL_WRITE)
             .unwrap();
+        let send_done = |wc: WorkCompletion, sent: &mut [bool; 2]| {
+            let k = (wc.wr_id - 2) as usize;
+            assert!(k < 2 && !sent[k], "completion {} twice", wc.wr_id);
+            sent[k] = true;
+        };
+        let t0 = Instant::now();
         for m in 0..n {
+            let k = m % 2;
+            while !sent[k] {
+                let wc = next_wc(&acq, mode).await;
+                send_done(wc, &mut sent);
+            }
             let p = payload(0, m);
-            out.as_mut_slice().unwrap().copy_from_slice(&p);
+            outs[k].as_mut_slice().unwrap().copy_from_slice(&p);
+            sent[k] = false;
             qp.post_recv(RecvRequest::new([inb.all()]).wr_id(1))
                 .unwrap();
-            qp.post_send(SendRequest::send([out.all()]).wr_id(2))
+            qp.post_send(SendRequest::send([outs[k].all()]).wr_id(2 + k as u64))
                 .unwrap();
-            let mut seen = 0;
-            while seen != 3 {
+            loop {
                 let wc = next_wc(&acq, mode).await;
-                assert_eq!(seen & wc.wr_id, 0, "completion {} twice", wc.wr_id);
-                seen |= wc.wr_id;
+                if wc.wr_id == 1 {
+                    break;
+                }
+                send_done(wc, &mut sent);
             }
             assert!(inb.as_slice().unwrap() == &p[..], "echo of message {m}");
         }
+        let dt = t0.elapsed();
+        while sent != [true, true] {
+            let wc = next_wc(&acq, mode).await;
+            send_done(wc, &mut sent);
+        }
         id.disconnect().unwrap();
+        dt
     });
-    let dt = t0.elapsed();
     assert_eq!(server.join().unwrap(), n);
     let per = dt / n as u32;
     eprintln!(
