@@ -77,6 +77,10 @@ impl CompletionQueue {
     /// channel (create it with `CqOptions { channel: true, .. }`) or when
     /// called outside a tokio runtime; the reactor's error when it refuses
     /// the fd (a second `AsyncCompletionQueue` for the same CQ).
+    ///
+    /// # Panics
+    /// As tokio's own I/O types, when the current runtime was built without
+    /// I/O (`Builder::enable_io`/`enable_all`).
     pub fn to_async(&self) -> Result<AsyncCompletionQueue> {
         let Some(ch) = self.inner.channel else {
             return Err(Error::invalid(
