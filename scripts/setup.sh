@@ -52,6 +52,13 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
 done
+# The MSRV toolchain (the workspace's rust-version): scripts/test.sh checks
+# erdma and erdma-sys with it.
+MSRV=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+if ! rustup toolchain list | grep -q "^$MSRV-"; then
+  rustup toolchain install "$MSRV" --profile minimal >/tmp/erdma-setup-msrv.log 2>&1 \
+    || { echo "[setup] error: could not install Rust $MSRV (see /tmp/erdma-setup-msrv.log)" >&2; exit 1; }
+fi
 # Miri (nightly) checks the crate's pure logic in scripts/test.sh; optional:
 # without it that step is skipped with a warning.
 if ! cargo +nightly miri --version >/dev/null 2>&1; then

@@ -18,6 +18,11 @@ use crate::pending::WrId;
 use crate::port::c_enum;
 use crate::qp::QpShared;
 
+#[cfg(feature = "tokio")]
+mod asyncio;
+#[cfg(feature = "tokio")]
+pub use asyncio::AsyncCompletionQueue;
+
 c_enum! {
     /// Status of a work completion (`ibv_wc_status`); `Display` gives the
     /// symbolic name and `ibv_wc_status_str`'s text.

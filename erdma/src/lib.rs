@@ -1,6 +1,6 @@
 //! Safe RDMA verbs for Alibaba Cloud eRDMA NICs and any rdma-core device.
 //!
-//! Layers (cudarc style): [`sys`] is the raw FFI (bindgen at build time,
+//! Layers (cudarc style): [`sys`] is the raw FFI (checked-in bindgen output,
 //! libibverbs/librdmacm loaded at run time, so binaries start on hosts
 //! without rdma-core); this crate is the safe API on top.
 //!
@@ -44,6 +44,11 @@
 //! ```
 #![warn(missing_docs)]
 
+// The crate's README (crates.io's page): its example is compiled by the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
+
 /// The raw FFI layer (`erdma-sys`).
 pub use erdma_sys as sys;
 
@@ -74,6 +79,8 @@ pub mod nccl;
 pub use context::{
     AtomicCap, Context, DeviceAttributes, ERDMA_VENDOR_ID, ERDMA_VENDOR_PART_ID, Protocol,
 };
+#[cfg(feature = "tokio")]
+pub use cq::AsyncCompletionQueue;
 pub use cq::{CompletionQueue, CqOptions, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DeviceList, Guid, NoDevicesReason, Transport, devices};
 pub use endpoint::{ConnectOptions, Endpoint};
