@@ -93,7 +93,7 @@ impl Report {
 }
 
 /// Whether `name` is a group or a check id.
-pub(crate) fn known(name: &str) -> bool {
+pub fn known(name: &str) -> bool {
     checks::ALL
         .iter()
         .any(|c| c.id == name || c.group.as_str() == name)
