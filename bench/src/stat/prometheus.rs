@@ -191,8 +191,8 @@ const NETDEV: [(&str, &str); 4] = [
 ];
 
 /// The whole `/metrics` text for the devices under `root`, with the
-/// doctor's checks when given. `unavailable`: why there are no devices when
-/// `root` has none (the caller's wording, e.g. the kernel has no RDMA core).
+/// doctor's checks when given. Without devices it says why
+/// (`erdma_rdma_unavailable{reason}`: no RDMA core loaded, or no device).
 pub fn render(root: &Path, checks: Option<Checks<'_>>) -> String {
     let t0 = std::time::Instant::now();
     let mut errors = 0u64;

@@ -211,9 +211,13 @@ fn send(s: &mut TcpStream, data: &[u8]) {
     // Take what the client still sends (briefly) so the close is not a reset
     // that could cut the response short.
     let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    let t1 = Instant::now();
     let mut sink = [0u8; 1024];
     let mut left = 64usize;
-    while left > 0 && matches!(s.read(&mut sink), Ok(k) if k > 0) {
+    while left > 0
+        && t1.elapsed() < Duration::from_millis(500)
+        && matches!(s.read(&mut sink), Ok(k) if k > 0)
+    {
         left -= 1;
     }
 }
