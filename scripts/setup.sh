@@ -24,7 +24,8 @@ PKGS=(build-essential pkg-config git curl ca-certificates
       libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv jq
       chromium             # bench/tests/report_html_chromium.rs: report.html rendered
       buildah debootstrap    # scripts/container-check.sh: the Dockerfile built without a daemon
-      slurm-wlm)             # bench/tests/slurm.rs: srun under a single-node Slurm (scripts/slurm/)
+      slurm-wlm              # bench/tests/slurm.rs: srun under a single-node Slurm (scripts/slurm/)
+      prometheus)            # bench/tests/prometheus.rs + rig: promtool and a real server scrape erdma-stat --serve
 
 SUDO=
 [[ $(id -u) == 0 ]] || SUDO=sudo

@@ -36,6 +36,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechan
 export ERDMA_REQUIRE_CHROMIUM=1
 # setup.sh installs slurm-wlm: bench/tests/slurm.rs must start a Slurm, not skip.
 export ERDMA_REQUIRE_SLURM=1
+# setup.sh installs prometheus: bench/tests/prometheus.rs must run promtool and a real server, not skip.
+export ERDMA_REQUIRE_PROMETHEUS=1
 
 # NVRTC and headers fetched by setup.sh: the -D kernels' compile test needs them.
 CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
