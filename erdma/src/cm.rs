@@ -71,7 +71,7 @@ impl Channel {
     /// The next event, copied and acknowledged, or a timeout.
     fn next(&self, timeout: Duration, what: &str) -> Result<Event> {
         let lib = ffi::rdmacm()?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         loop {
             let mut ev: *mut sys::rdma_cm_event = std::ptr::null_mut();
             // SAFETY: live channel (non-blocking); ev is writable.

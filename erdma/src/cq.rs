@@ -603,7 +603,7 @@ impl CompletionQueue {
                 "the output slice is empty",
             ));
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         loop {
             let n = self.poll(out)?;
             if n > 0 {
@@ -677,7 +677,7 @@ impl CompletionQueue {
     /// `timeout`. Error completions are returned, not turned into errors:
     /// check each with [`WorkCompletion::ok`].
     pub fn collect(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let mut out = Vec::with_capacity(n);
         let mut buf = [WorkCompletion::default(); POLL_BATCH];
         while out.len() < n {

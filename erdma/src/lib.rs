@@ -50,6 +50,7 @@ pub use erdma_sys as sys;
 pub mod cm;
 pub mod context;
 pub mod cq;
+mod deadline;
 pub mod device;
 pub mod endpoint;
 pub mod error;
