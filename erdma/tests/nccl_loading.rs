@@ -26,7 +26,8 @@ fn default_nccl_loadable() -> bool {
 
 #[test]
 fn nonexistent_path_is_library_not_found() {
-    let e = Nccl::load_from("/nonexistent/dir/libnccl.so.2").unwrap_err();
+    let e = // SAFETY: no such file: nothing is loaded.
+    unsafe { Nccl::load_from("/nonexistent/dir/libnccl.so.2") }.unwrap_err();
     match &e {
         NcclError::LibraryNotFound { tried, detail } => {
             assert_eq!(tried, &["/nonexistent/dir/libnccl.so.2".to_string()]);
@@ -46,7 +47,8 @@ fn nonexistent_path_is_library_not_found() {
 
 #[test]
 fn a_library_that_is_not_nccl_is_refused() {
-    let e = Nccl::load_from("libc.so.6").unwrap_err();
+    let e = // SAFETY: the C library, whose initializers already ran, exports no ncclGetVersion.
+    unsafe { Nccl::load_from("libc.so.6") }.unwrap_err();
     assert_eq!(
         e,
         NcclError::NotNccl {
@@ -67,7 +69,8 @@ fn a_file_that_is_not_a_library_is_library_not_found() {
     let mut f = std::fs::File::create(&path).expect("temp file");
     f.write_all(b"this is not an ELF file\n").expect("write");
     drop(f);
-    let e = Nccl::load_from(&path).unwrap_err();
+    let e = // SAFETY: not an ELF file: the loader refuses it.
+    unsafe { Nccl::load_from(&path) }.unwrap_err();
     let _ = std::fs::remove_file(&path);
     match &e {
         NcclError::LibraryNotFound { detail, .. } => assert!(!detail.is_empty()),
@@ -78,7 +81,8 @@ fn a_file_that_is_not_a_library_is_library_not_found() {
 
 #[test]
 fn a_directory_is_library_not_found() {
-    let e = Nccl::load_from(std::env::temp_dir()).unwrap_err();
+    let e = // SAFETY: a directory: the loader refuses it.
+    unsafe { Nccl::load_from(std::env::temp_dir()) }.unwrap_err();
     assert!(matches!(e, NcclError::LibraryNotFound { .. }), "{e:?}");
 }
 
@@ -127,7 +131,8 @@ fn real_nccl_releases_load_with_the_features_of_their_version() {
             .split_once('=')
             .expect("ERDMA_TEST_NCCL_LIBS: VERSION=PATH");
         let want: Version = release.parse().expect("ERDMA_TEST_NCCL_LIBS: a version");
-        let nccl = Nccl::load_from(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let nccl = // SAFETY: NVIDIA's NCCL releases, fetched by scripts/setup.sh.
+        unsafe { Nccl::load_from(path) }.unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(nccl.version(), want, "{path}");
         assert_eq!(nccl.path(), path);
         assert_eq!(
