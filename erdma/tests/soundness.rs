@@ -254,6 +254,81 @@ fn holds_kept_after_failed_post() {
     assert_eq!(r.in_flight(), 0);
 }
 
+/// A batch runs the caller's iterator without the QP's lock (issue 34 hole
+/// 11): an iterator that panics leaves nothing recorded (before, the requests
+/// it had yielded stayed recorded, never posted, holding their regions and
+/// queue slots for ever), and one that uses the QP does not deadlock.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn batch_iterator_panics_or_reenters_the_qp() {
+    let _siw = siw_qps();
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = Arc::new(pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap());
+    qp.to_init(&InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    })
+    .unwrap();
+    let mut r = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut n = 0;
+        let it = std::iter::from_fn(|| {
+            n += 1;
+            assert!(n < 3, "the caller's iterator panics");
+            Some(RecvRequest::new([r.all()]).wr_id(n))
+        });
+        qp.post_recv_batch(it)
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(qp.outstanding(), (0, 0), "nothing recorded");
+    assert_eq!(r.in_flight(), 0);
+    assert!(r.as_mut_slice().is_ok());
+
+    // Re-entering the QP from the iterator: each item posts one receive of
+    // its own first. Run on a thread so that a deadlock fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = {
+        let qp = qp.clone();
+        let r = Arc::new(r);
+        std::thread::spawn(move || {
+            let mut k = 0u64;
+            let it = std::iter::from_fn(|| {
+                k += 1;
+                (k <= 2).then(|| {
+                    qp.post_recv(RecvRequest::new([r.all()]).wr_id(100 + k))
+                        .unwrap();
+                    RecvRequest::new([r.all()]).wr_id(k)
+                })
+            });
+            let posted = qp.post_recv_batch(it);
+            let _ = tx.send((posted, qp.outstanding(), r.in_flight()));
+        })
+    };
+    let (posted, outstanding, in_flight) = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("post_recv_batch deadlocked on an iterator that posts on the same QP");
+    t.join().unwrap();
+    posted.unwrap();
+    assert_eq!(outstanding, (0, 4));
+    assert_eq!(in_flight, 4);
+    qp.to_error().unwrap();
+    let mut ids: Vec<u64> = cq
+        .collect(4, T)
+        .unwrap()
+        .iter()
+        .map(|wc| wc.wr_id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 101, 102]);
+    assert_eq!(qp.outstanding(), (0, 0));
+}
+
 /// perftest's pattern: a run of unsignaled requests closed by a signaled
 /// one whose completion releases them all never fills the queue; a queue
 /// that is really full is a typed error.

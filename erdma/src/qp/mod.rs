@@ -39,7 +39,7 @@ use crate::pd::ProtectionDomain;
 use crate::pending::{Pending, WrId, next_generation};
 use crate::port::c_enum;
 
-use post::{Posting, Scratch};
+use post::Posting;
 pub use request::{RecvRequest, SendOp, SendRequest};
 pub(crate) use request::{build_send_wr, stack_sges};
 pub use state::{InitAttributes, RtrAttributes, RtsAttributes};
@@ -288,7 +288,7 @@ impl QueuePair {
             port: AtomicU8::new(1),
             posting: Mutex::new(Posting {
                 pending: Pending::new(caps.max_send_wr as usize, caps.max_recv_wr as usize),
-                scratch: Scratch::default(),
+                scratch: Vec::new(),
                 bound: Vec::new(),
             }),
             owner,
