@@ -95,6 +95,12 @@ pub use pd::ProtectionDomain;
 #[doc(hidden)]
 pub mod fault {
     pub use crate::mr::inject_dereg_failures;
+
+    /// Makes the next QP generations start at `g` (at most `2^30 - 1`): a
+    /// test reaches the wrap of the 30-bit generations at once.
+    pub fn start_generations_at(g: u32) {
+        crate::pending::start_generations_at(g);
+    }
 }
 pub use port::{LinkLayer, Mtu, PhysState, PortAttributes, PortState};
 pub use qp::{

@@ -12,9 +12,9 @@
 //! number. A completion whose generation is unknown is stale and releases
 //! nothing.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use smallvec::SmallVec;
 
@@ -92,14 +92,56 @@ impl WrId {
 
 static NEXT_GENERATION: AtomicU32 = AtomicU32::new(1);
 
-/// A generation for a new QP: never 0, unique among the last 2^30 - 1.
+/// The generations in use, with how many holders each has: a live QP, and
+/// each CQ that may still hold completions of it after it was dropped
+/// (`CompletionQueue::retire`). A generation is handed out again only when
+/// no one holds it (issue 34 hole 8: after 2^30 creations the counter wraps,
+/// and a repeated generation let one QP's completion release another's live
+/// request). Taken only when a QP is created or dropped and when a CQ
+/// forgets a dropped QP, never while polling a live one.
+static IN_USE: Mutex<BTreeMap<u32, u32>> = Mutex::new(BTreeMap::new());
+
+fn in_use() -> MutexGuard<'static, BTreeMap<u32, u32>> {
+    // Plain inserts and removals: a panic cannot leave the map inconsistent.
+    IN_USE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A generation for a new QP, held for it until [`release_generation`]:
+/// never 0, and never one in use (a live QP's, or a dropped QP's whose
+/// completions may still be in a CQ).
 pub(crate) fn next_generation() -> u32 {
+    let mut used = in_use();
     loop {
         let g = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) & GEN_MASK;
-        if g != 0 {
+        if g != 0 && !used.contains_key(&g) {
+            used.insert(g, 1);
             return g;
         }
     }
+}
+
+/// One more holder of generation `g` (a CQ that may still hold completions
+/// of its dropped QP).
+pub(crate) fn hold_generation(g: u32) {
+    *in_use().entry(g).or_insert(0) += 1;
+}
+
+/// One holder of `g` fewer; free for a new QP when none is left.
+pub(crate) fn release_generation(g: u32) {
+    let mut used = in_use();
+    if let Some(n) = used.get_mut(&g) {
+        *n -= 1;
+        if *n == 0 {
+            used.remove(&g);
+        }
+    }
+}
+
+/// Makes the next generations start at `g` (feature `fault-injection`, for
+/// tests only): with `g` near `2^30` a test reaches the wrap at once.
+#[cfg(any(test, feature = "fault-injection"))]
+pub(crate) fn start_generations_at(g: u32) {
+    NEXT_GENERATION.store(g, Ordering::Relaxed);
 }
 
 /// A posted request: its sequence number, the caller's wr_id and what it holds.
@@ -302,13 +344,49 @@ mod tests {
         assert_eq!(WrId::decode(u64::MAX >> 2), None);
     }
 
+    /// The tests that move the generation counter run one at a time.
+    fn generations() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn generations_are_unique_and_nonzero() {
+        let _g = generations();
         let a = next_generation();
         let b = next_generation();
         assert_ne!(a, 0);
         assert_ne!(a, b);
         assert!(a <= GEN_MASK && b <= GEN_MASK);
+        release_generation(a);
+        release_generation(b);
+    }
+
+    /// Issue 34 hole 8: at the wrap, a generation still held (a live QP, or
+    /// a dropped one whose completions a CQ may hold) is skipped, and so is
+    /// 0; it is handed out again once every holder released it.
+    #[test]
+    fn generations_in_use_are_skipped_at_the_wrap() {
+        let _g = generations();
+        start_generations_at(GEN_MASK - 1);
+        let live = next_generation();
+        let retired = next_generation();
+        assert_eq!((live, retired), (GEN_MASK - 1, GEN_MASK));
+        hold_generation(retired); // a CQ keeps the dropped QP's generation
+        release_generation(retired); // the QP itself is dropped
+        // The counter comes round to the same numbers (2^30 creations later).
+        start_generations_at(GEN_MASK - 1);
+        let next = next_generation();
+        assert!(next != live && next != retired && next != 0, "{next:#x}");
+        assert_eq!(next, 1, "after GEN_MASK - 1, GEN_MASK (held) and 0");
+        release_generation(retired); // the CQ forgot the dropped QP
+        start_generations_at(GEN_MASK);
+        assert_eq!(next_generation(), GEN_MASK, "free again");
+        for g in [live, next, GEN_MASK] {
+            release_generation(g);
+        }
+        assert!(!in_use().contains_key(&GEN_MASK));
+        start_generations_at(1);
     }
 
     #[test]

@@ -156,9 +156,19 @@ impl Drop for QpShared {
         self.send_cq.detach(self.generation);
         self.recv_cq.detach(self.generation);
         if self.destroy() {
-            // The device no longer touches the requests' memory: release it.
-            self.send_cq.unreserve(self.requested.max_send_wr);
-            self.recv_cq.unreserve(self.requested.max_recv_wr);
+            // The device no longer touches the requests' memory: release it
+            // (the records are dropped with `posting`). Their completions
+            // already in the CQs are stale: each CQ keeps room for them, and
+            // the generation, until they are gone (issue 34 holes 8, 10).
+            let (sq, rq) = {
+                let g = self.lock();
+                (g.pending.sq.len(), g.pending.rq.len())
+            };
+            self.send_cq
+                .retire(self.generation, self.requested.max_send_wr, sq);
+            self.recv_cq
+                .retire(self.generation, self.requested.max_recv_wr, rq);
+            crate::pending::release_generation(self.generation);
         } else {
             // The QP may live on in the device: keep every region it holds
             // registered and allocated for ever rather than free memory the
