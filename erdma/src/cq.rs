@@ -312,6 +312,30 @@ impl fmt::Debug for CompletionQueue {
     }
 }
 
+#[cfg(any(test, feature = "fault-injection"))]
+thread_local! {
+    /// How long the next poll on this thread that gets completions pauses
+    /// before translating them (once): a test hook that holds a poll in
+    /// progress, with completions in hand, where a race would be.
+    static PAUSE_AFTER_POLL: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// Makes the next poll on this thread that gets completions pause for `d`
+/// before translating them (feature `fault-injection`, for tests only).
+#[cfg(any(test, feature = "fault-injection"))]
+#[doc(hidden)]
+pub fn pause_next_poll(d: Duration) {
+    PAUSE_AFTER_POLL.with(|p| p.set(d));
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+fn pause_after_poll() {
+    let d = PAUSE_AFTER_POLL.with(|p| p.replace(Duration::ZERO));
+    if !d.is_zero() {
+        std::thread::sleep(d);
+    }
+}
+
 /// Completions polled per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 32;
 
@@ -581,8 +605,13 @@ impl CompletionQueue {
             // SeqCst with poll's increment and load: either a poll sees the
             // mark, or this sees the poll and waits until it has returned.
             self.inner.dedicated.store(true, Ordering::SeqCst);
+            // Wait with the lock released (issue 34 hole 9): a poll in
+            // progress takes it to translate what it polled, and would wait
+            // for this thread while this thread waits for it. Meanwhile the
+            // mark, set under the lock, keeps new QPs and new polls out.
+            drop(a);
             while self.inner.pollers.load(Ordering::SeqCst) != 0 {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
         }
         Ok(())
@@ -674,6 +703,10 @@ impl CompletionQueue {
                 return Err(poll_error(n));
             }
             let n = (n as usize).min(want);
+            #[cfg(any(test, feature = "fault-injection"))]
+            if n > 0 {
+                pause_after_poll();
+            }
             // SAFETY: the first `want` >= n entries were zeroed above (and the
             // provider wrote the first n): they are initialized ibv_wc values.
             let got = unsafe { std::slice::from_raw_parts(raw.as_ptr().cast::<sys::ibv_wc>(), n) };

@@ -94,6 +94,7 @@ pub use pd::ProtectionDomain;
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub mod fault {
+    pub use crate::cq::pause_next_poll;
     pub use crate::mr::inject_dereg_failures;
 
     /// Makes the next QP generations start at `g` (at most `2^30 - 1`): a

@@ -265,6 +265,70 @@ fn dropped_qp_keeps_generation_and_cq_room_until_its_completions_are_gone() {
     assert_eq!(cq.reserved(), 0);
 }
 
+/// Issue 34 hole 9: making a lane waits for the polls of its CQ in progress;
+/// it did so holding the lock a poll takes to translate what it polled, so a
+/// poll with leftover completions of a dropped QP in hand and the lane's
+/// creation waited for each other for ever. The test hook holds such a poll
+/// (one stale completion polled, not yet translated) for a second while the
+/// lane is made.
+#[cfg(feature = "fault-injection")]
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn lane_made_while_a_poll_translates_leftovers() {
+    let r = rig();
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps(4, 4));
+    let peer = b.qp.endpoint(&b.gid).unwrap();
+    let cq = a.ctx.create_cq(64).unwrap();
+    let inbox =
+        a.pd.register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    let old = a.pd.create_rc_qp(&cq, &cq, &caps(4, 8)).unwrap();
+    old.to_init(&InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    })
+    .unwrap();
+    for i in 0..8 {
+        old.post_recv(RecvRequest::new([inbox.slice(..8).unwrap()]).wr_id(100 + i))
+            .unwrap();
+    }
+    // ERR flushes the receives: 8 completions wait in the CQ, unpolled.
+    old.to_error().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(old);
+    let qp = a.pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+    qp.connect(
+        &qp.endpoint(&a.gid).unwrap(),
+        &peer,
+        &ConnectOptions::default(),
+    )
+    .unwrap();
+    let poller = {
+        let cq = cq.clone();
+        std::thread::spawn(move || {
+            erdma::fault::pause_next_poll(Duration::from_secs(1));
+            let mut wc = [WorkCompletion::default(); 1];
+            cq.poll(&mut wc)
+        })
+    };
+    // The poller has its stale completion in hand and sleeps.
+    std::thread::sleep(Duration::from_millis(300));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Lane::new(qp).map(|l| l.send_credits()));
+    });
+    let credits = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("Lane::new and a poll in progress wait for each other");
+    assert_eq!(credits.unwrap(), cq.entries());
+    assert_eq!(
+        poller.join().unwrap().unwrap(),
+        0,
+        "the stale completion is not reported"
+    );
+}
+
 /// Clones of one CM id on two threads race to create its QP, many times:
 /// exactly one wins each time, and dropping the winner frees the id for the
 /// next round (no double destroy, no QP destroyed by a value that did not
