@@ -329,6 +329,57 @@ fn lane_made_while_a_poll_translates_leftovers() {
     );
 }
 
+/// Issue 34 hole 4: `rdma_disconnect` moves the id's QP (`id->qp`) to ERR
+/// inside librdmacm; on a clone of the id it raced the QP's drop, which
+/// destroys that QP (a use after free in C). Both now run under the id's QP
+/// lock: many rounds of a connected id's clone disconnecting while the QP is
+/// dropped on another thread end with the QP destroyed and nothing reported.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn disconnect_on_a_clone_races_the_qp_drop() {
+    let r = rig();
+    let server_addr: std::net::SocketAddr = (r.rxe_ip[1], 7331).into();
+    let rounds = 20;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = erdma::cm::CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        for _ in 0..rounds {
+            let req = l.get_request(T).unwrap();
+            let ctx = req.context().unwrap();
+            let pd = ctx.alloc_pd().unwrap();
+            let cq = ctx.create_cq(64).unwrap();
+            let qp = req.create_qp(&pd, &cq, &cq, &caps(8, 8)).unwrap();
+            let id = req.accept(&qp, &Default::default(), T).unwrap();
+            id.wait_disconnect(T).unwrap();
+        }
+    });
+    ready_rx.recv().unwrap();
+    for round in 0..rounds {
+        let id = CmId::resolve(server_addr, Some((r.rxe_ip[0], 0).into()), T).unwrap();
+        let ctx = id.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = id.create_qp(&pd, &cq, &cq, &caps(8, 8)).unwrap();
+        id.connect(&qp, &Default::default(), T).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let clone = id.clone();
+        let b = barrier.clone();
+        let t = std::thread::spawn(move || {
+            b.wait();
+            clone.disconnect()
+        });
+        barrier.wait();
+        drop(qp);
+        t.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(cq.reserved(), 0, "round {round}: the QP was destroyed");
+    }
+    server.join().unwrap();
+    eprintln!("{rounds} rounds of disconnect on a clone racing the QP's drop");
+}
+
 /// Clones of one CM id on two threads race to create its QP, many times:
 /// exactly one wins each time, and dropping the winner frees the id for the
 /// next round (no double destroy, no QP destroyed by a value that did not
