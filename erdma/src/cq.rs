@@ -747,7 +747,7 @@ impl CompletionQueue {
                     }
                     let qp = last.as_ref().and_then(|(_, q)| q.as_ref());
                     match qp.filter(|q| q.generation() == id.generation) {
-                        Some(qp) => match qp.complete(id) {
+                        Some(qp) => match qp.complete(id, wc.status != sys::IBV_WC_SUCCESS) {
                             Some(user) => user,
                             // Not outstanding on this QP: nothing to release
                             // and nobody to report it to.

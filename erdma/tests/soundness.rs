@@ -380,6 +380,106 @@ fn disconnect_on_a_clone_races_the_qp_drop() {
     eprintln!("{rounds} rounds of disconnect on a clone racing the QP's drop");
 }
 
+/// Issue 34 hole 1: siw completes a signaled WRITE when it is sent, before an
+/// earlier unsignaled RDMA READ's response has landed. Polling the WRITE must
+/// not release the READ's sink: the sink is not lendable (`as_slice`) until the
+/// READ's own completion, and then holds the peer's bytes.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn siw_read_sink_released_only_by_its_own_completion() {
+    let _siw = siw_qps();
+    let r = rig();
+    let ip = r.siw_ip.expect("the rig has siw0/siw1");
+    let len = 1 << 20;
+    let server_addr: std::net::SocketAddr = (ip[1], 7341).into();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = erdma::cm::CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let req = l.get_request(T).unwrap();
+        let ctx = req.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = req.create_qp(&pd, &cq, &cq, &caps(8, 4)).unwrap();
+        let exposed = pd
+            .register(
+                pattern(len, 9),
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+            )
+            .unwrap();
+        let params = erdma::cm::ConnParams {
+            private_data: exposed.remote().to_bytes().to_vec(),
+            ..Default::default()
+        };
+        let id = req.accept(&qp, &params, T).unwrap();
+        let _ = id.wait_disconnect(T);
+    });
+    ready_rx.recv().unwrap();
+    let id = CmId::resolve(server_addr, Some((ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = id.create_qp(&pd, &cq, &cq, &caps(8, 4)).unwrap();
+    let reply = id
+        .connect(&qp, &erdma::cm::ConnParams::default(), T)
+        .unwrap();
+    let remote = RemoteBuffer::from_bytes(&reply).expect("the server sent its buffer");
+    // The READ takes all but the last 64 bytes; the WRITE goes to those (a
+    // READ response may carry a later WRITE's bytes where the two overlap).
+    let part = len - 64;
+    let mut sink = pd
+        .register(vec![0u8; part], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let src = pd.register(vec![1u8; 64], AccessFlags::empty()).unwrap();
+    let want = pattern(len, 9)[..part].to_vec();
+    for round in 0..3 {
+        sink.fill(0);
+        qp.post_send(
+            SendRequest::read([sink.all()], remote.slice(..part).unwrap())
+                .unsignaled()
+                .wr_id(1),
+        )
+        .unwrap();
+        qp.post_send(SendRequest::write([src.all()], remote.slice(part..).unwrap()).wr_id(2))
+            .unwrap();
+        let wc = one(&cq);
+        assert_eq!(
+            (wc.wr_id, wc.status),
+            (2, WcStatus::Success),
+            "round {round}"
+        );
+        // Whenever the sink is lendable, the READ has landed.
+        let t0 = std::time::Instant::now();
+        let mut wcs = [WorkCompletion::default(); 4];
+        loop {
+            match sink.as_slice() {
+                Ok(bytes) => {
+                    let wrong = bytes.iter().zip(&want).filter(|(a, b)| a != b).count();
+                    assert_eq!(
+                        wrong, 0,
+                        "round {round}: the sink was lent with {wrong} of {part} bytes not yet the peer's"
+                    );
+                    break;
+                }
+                Err(Error::Busy { .. }) => {
+                    assert_eq!(
+                        cq.poll(&mut wcs).unwrap(),
+                        0,
+                        "the READ's success is not reported"
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+            assert!(t0.elapsed() < T, "round {round}: the READ never completed");
+        }
+        assert_eq!(qp.outstanding(), (0, 0));
+    }
+    let _ = id.disconnect();
+    drop(qp);
+    drop(id);
+    server.join().unwrap();
+}
+
 /// Clones of one CM id on two threads race to create its QP, many times:
 /// exactly one wins each time, and dropping the winner frees the id for the
 /// next round (no double destroy, no QP destroyed by a value that did not

@@ -121,8 +121,8 @@ pub(crate) struct QpShared {
 impl QpShared {
     /// Called by the CQ for each tracked completion of this QP: releases what
     /// the finished request(s) held; returns the caller's wr_id.
-    pub(crate) fn complete(&self, id: WrId) -> Option<u64> {
-        self.lock().pending.complete(id)
+    pub(crate) fn complete(&self, id: WrId, failed: bool) -> Option<u64> {
+        self.lock().pending.complete(id, failed)
     }
 
     pub(crate) fn generation(&self) -> u32 {

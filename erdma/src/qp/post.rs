@@ -148,7 +148,13 @@ impl QueuePair {
         };
         wr.wr_id = WrId::encode(false, self.inner.generation, seq);
         let sq = &mut guard.pending.sq;
-        sq.push(seq, request.wr_id, request.signaled, leases(&request.local));
+        if request.signaled || !request.op.writes_local() {
+            sq.push(seq, request.wr_id, request.signaled, leases(&request.local));
+        } else {
+            // Released by its own completion only (issue 34 hole 1).
+            wr.send_flags |= sys::IBV_SEND_SIGNALED;
+            sq.push_silent(seq, request.wr_id, leases(&request.local));
+        }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: live QP; `wr` and the entries in `sges` it points to live
         // across the call; the memory they name is registered, and the
@@ -197,7 +203,14 @@ impl QueuePair {
                 return Err(e);
             }
             sc.add_sges(&r.local);
-            sc.send.push(build_send_wr(&r, 0));
+            let mut wr = build_send_wr(&r, 0);
+            if !r.signaled && r.op.writes_local() {
+                // Released by its own completion only (issue 34 hole 1):
+                // posted signaled, recorded as silent (its success is not
+                // reported).
+                wr.send_flags |= sys::IBV_SEND_SIGNALED;
+            }
+            sc.send.push(wr);
             sc.records.push((r.wr_id, r.signaled, leases(&r.local)));
             imm |= r.op.has_imm();
         }
@@ -219,7 +232,11 @@ impl QueuePair {
                 unreachable!("room for the whole batch was checked above")
             };
             wr.wr_id = WrId::encode(false, self.inner.generation, seq);
-            p.sq.push(seq, user, signaled, held);
+            if signaled || wr.send_flags & sys::IBV_SEND_SIGNALED == 0 {
+                p.sq.push(seq, user, signaled, held);
+            } else {
+                p.sq.push_silent(seq, user, held);
+            }
         }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: live QP; the chain in sc.send is valid and its sg_lists
