@@ -55,6 +55,7 @@ pub use erdma_sys as sys;
 pub mod cm;
 pub mod context;
 pub mod cq;
+mod deadline;
 pub mod device;
 pub mod endpoint;
 pub mod error;
@@ -100,7 +101,14 @@ pub use pd::ProtectionDomain;
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub mod fault {
+    pub use crate::cq::pause_next_poll;
     pub use crate::mr::inject_dereg_failures;
+
+    /// Makes the next QP generations start at `g` (at most `2^30 - 1`): a
+    /// test reaches the wrap of the 30-bit generations at once.
+    pub fn start_generations_at(g: u32) {
+        crate::pending::start_generations_at(g);
+    }
 }
 pub use port::{LinkLayer, Mtu, PhysState, PortAttributes, PortState};
 pub use qp::{
