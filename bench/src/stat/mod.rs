@@ -97,7 +97,7 @@ pub struct Args {
     #[arg(long, requires = "command", conflicts_with = "live")]
     pub during: bool,
     /// Serve Prometheus' text format at http://ADDR/metrics (e.g. 127.0.0.1:9851,
-    /// [::]:9851), reading sysfs on each scrape, until killed.
+    /// or an IPv6 address in brackets), reading sysfs on each scrape, until killed.
     #[arg(long, value_name = "ADDR", conflicts_with_all = ["live", "during", "json", "devices", "port"])]
     pub serve: Option<String>,
     /// --serve: rerun erdma-doctor's checks on a scrape once their result is
