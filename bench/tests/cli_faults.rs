@@ -5,6 +5,7 @@
 //! machine cannot hold, launch variables that disagree, output files that
 //! are devices or FIFOs; and random command lines for every binary. Every
 //! case is bounded in time.
+#![allow(clippy::disallowed_methods)] // a test reads what the tools wrote
 
 mod nccltests_common;
 use nccltests_common::*;
@@ -191,6 +192,34 @@ fn compare_reads_only_regular_files_under_the_cap() {
         );
         assert!(e.secs < 10.0, "{p}: {e:?}");
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_json_document_over_the_document_cap_is_refused_not_parsed() {
+    // Issue 33 row 5: a JSON document under the 256 MiB cap of logs was
+    // parsed whole (3.5 GB for 200 MB; an abort under a ulimit). Documents
+    // have a 16 MiB cap: 40 MB of `0,` (20 M values, ~1.3 GB parsed) must
+    // be refused, in one line, under 1 GB of address space.
+    let dir = temp_dir("bigjson");
+    let big = dir.join("big.json");
+    let mut text = String::with_capacity(41 << 20);
+    text.push_str("{\"results\": [");
+    while text.len() < 40 << 20 {
+        text.push_str("0,");
+    }
+    text.push_str("0]}");
+    std::fs::write(&big, text).unwrap();
+    let p = big.to_str().unwrap();
+    let e = limited(1_000_000, "erdma-compare", &[p], &[]);
+    no_crash(&e, p);
+    assert_eq!(e.code, 3, "{e:?}");
+    assert!(
+        e.err.starts_with(&format!(
+            "erdma-compare: {p} is larger than 16 MiB, the most an input may hold"
+        )) && e.err.lines().count() == 1,
+        "{e:?}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

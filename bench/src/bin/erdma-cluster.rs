@@ -333,7 +333,8 @@ fn pair_stage(
     );
     let plan = announce(args, rank, &eps, &mut job);
     let budgeted = plan.as_ref().filter(|p| p.budgeted);
-    let mut done = resumed(args, rank, &job, world);
+    let planned = budgeted.map_or_else(|| pairs::rounds(eps.len()), |p| p.plan.rounds);
+    let mut done = resumed(args, rank, &job, planned, world);
     let skip: Vec<usize> = done.keys().copied().collect();
     if let Some(out) = &args.out {
         let _ = LOST_HINT.set(format!(
@@ -517,13 +518,14 @@ fn resumed(
     args: &Args,
     rank: usize,
     job: &serde_json::Value,
+    planned: usize,
     world: &world::World,
 ) -> std::collections::BTreeMap<usize, Vec<serde_json::Value>> {
     let Some(dir) = &args.resume else {
         return Default::default();
     };
     let found = if rank == 0 {
-        cluster::rounds::read(dir, job)
+        cluster::rounds::read(dir, job, planned)
     } else {
         Ok(Default::default())
     };

@@ -382,6 +382,10 @@ pub struct Stage {
     pub baseline_rows: Option<Vec<Value>>,
     /// Whether the largest size is under --fail-below x the baseline.
     pub below_baseline: Option<String>,
+    /// Why the baseline has no rows for this stage (its document is
+    /// missing, not a regular file, too large, not JSON or without
+    /// results), naming the document: the stage is then not compared.
+    pub baseline_warning: Option<String>,
     /// The command that reruns only this stage.
     pub rerun: String,
 }
@@ -491,9 +495,7 @@ pub fn run_rank(
             },
         };
         let after = count();
-        let json = std::fs::read(&tmp)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let json = crate::input::read_json(&tmp).ok();
         let _ = std::fs::remove_file(&tmp);
         // The ranks meet only after a cluster run: it ends on every rank
         // together, while the hosts' runs may end far apart (a slow host
@@ -635,6 +637,7 @@ impl Report {
                 "rows": s.doc.as_ref().map(rows).unwrap_or_default(),
                 "expected_busbw": s.expected.0, "expected_why": s.expected.1,
                 "baseline_rows": s.baseline_rows, "below_baseline": s.below_baseline,
+                "baseline_warning": s.baseline_warning,
                 "rerun": s.rerun,
             })).collect::<Vec<_>>(),
         })
@@ -694,6 +697,9 @@ impl Report {
             }
             if let Some(b) = &st.below_baseline {
                 s.push_str(&format!("fail  {} {}: {b}\n", st.name, st.collective));
+            }
+            if let Some(w) = &st.baseline_warning {
+                s.push_str(&format!("warn  {} {}: {w}\n", st.name, st.collective));
             }
         }
         s
@@ -765,10 +771,13 @@ fn stage(
             "within one host (NVLink/PCIe, or shared memory), not the NICs".into(),
         )
     };
-    let baseline_rows = ctx.baseline.and_then(|(dir, _)| {
-        let v: Value = serde_json::from_slice(&std::fs::read(dir.join(file)).ok()?).ok()?;
-        Some(rows(&v))
-    });
+    let (baseline_rows, baseline_warning) = match ctx.baseline {
+        Some((dir, _)) => match baseline_rows(&dir.join(file)) {
+            Ok(rows) => (Some(rows), None),
+            Err(why) => (None, Some(why)),
+        },
+        None => (None, None),
+    };
     let below_baseline = ctx.baseline.and_then(|(_, r)| {
         let got = doc.as_ref().map(rows)?;
         below(&got, baseline_rows.as_deref()?, r)
@@ -812,8 +821,31 @@ fn stage(
         expected,
         baseline_rows,
         below_baseline,
+        baseline_warning,
         rerun,
     }
+}
+
+/// The rows of a stage's baseline document, read through the capped
+/// reader (regular files only: a FIFO or `/dev/zero` is refused at once);
+/// or why there are none, naming the document.
+fn baseline_rows(path: &std::path::Path) -> Result<Vec<Value>, String> {
+    let not_compared = "this stage is not compared with the baseline";
+    let doc = crate::input::read_json(path).map_err(|e| {
+        if e.not_found() {
+            format!("no baseline document {}: {not_compared}", path.display())
+        } else {
+            format!("baseline: {e}: {not_compared}")
+        }
+    })?;
+    let rows = rows(&doc);
+    if rows.is_empty() {
+        return Err(format!(
+            "baseline: {} has no nccl-tests results: {not_compared}",
+            path.display()
+        ));
+    }
+    Ok(rows)
 }
 
 /// The largest size both have: busbw under `r` x the baseline's, said.
@@ -952,6 +984,51 @@ mod tests {
                "devices": [{}, {}],
                "results": [{"size": 1024, "count": 256, "type": "float",
                             "out_of_place": {"time": 10.0, "alg_bw": 1.0, "bus_bw": busbw, "nwrong": 0.0}}]})
+    }
+
+    #[test]
+    fn a_missing_or_bad_baseline_document_is_named_never_waited_for() {
+        let d = std::env::temp_dir().join(format!("nccl-bad-base-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("nccl-cluster-all_reduce.json");
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(
+            e.starts_with("no baseline document /")
+                && e.contains("nccl-cluster-all_reduce.json: this stage is not compared"),
+            "{e}"
+        );
+        // /dev/zero behind a link and a FIFO: refused at once, not read.
+        std::os::unix::fs::symlink("/dev/zero", &f).unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(
+            e.contains("all_reduce.json is a character device, not a regular file"),
+            "{e}"
+        );
+        std::fs::remove_file(&f).unwrap();
+        let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let t = std::time::Instant::now();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        assert!(t.elapsed().as_secs() < 10, "a FIFO waited for");
+        std::fs::remove_file(&f).unwrap();
+        std::fs::write(&f, "garbage").unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("all_reduce.json is not a JSON document"), "{e}");
+        std::fs::write(&f, "{}").unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("has no nccl-tests results"), "{e}");
+        std::fs::File::create(&f)
+            .unwrap()
+            .set_len(crate::input::MAX_DOCUMENT_BYTES + 1)
+            .unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("is larger than 16 MiB"), "{e}");
+        std::fs::write(&f, doc(10.0).to_string()).unwrap();
+        assert_eq!(baseline_rows(&f).unwrap().len(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

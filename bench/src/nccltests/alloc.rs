@@ -43,7 +43,7 @@ pub fn product(a: usize, b: usize, what: &str) -> TestResult<usize> {
 
 /// MemAvailable of `/proc/meminfo`, in bytes (None when unreadable).
 pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let text = crate::input::read_text("/proc/meminfo").ok()?;
     meminfo_available(&text)
 }
 

@@ -576,7 +576,7 @@ pub const MAX_RANKS_PER_PROCESS: i64 = 1 << 16;
 /// The most threads this process may start: the kernel's threads-max and
 /// `ulimit -u`, whichever is lower (None when neither is known).
 fn thread_limit() -> Option<i64> {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+    let kernel = crate::input::read_text("/proc/sys/kernel/threads-max")
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok());
     let mut rl = libc::rlimit {

@@ -66,7 +66,7 @@ fn collect(root: &Path, p: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
         for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
             collect(root, &e.path(), out);
         }
-    } else if let Ok(bytes) = std::fs::read(p) {
+    } else if let Ok(bytes) = crate::input::read_bytes(p) {
         let rel = p.strip_prefix(root).unwrap_or(p).to_path_buf();
         out.push((rel, bytes));
     }
@@ -75,7 +75,7 @@ fn collect(root: &Path, p: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
 /// The cached image for `key` in `dir`, if there is one that looks whole (a cubin, or PTX
 /// ending with its NUL).
 pub fn load(dir: &Path, key: &Key) -> Option<Vec<u8>> {
-    std::fs::read(dir.join(key.file_name()))
+    crate::input::read_bytes(dir.join(key.file_name()))
         .ok()
         .filter(|b| b.starts_with(b"\x7fELF") || b.last() == Some(&0))
 }
