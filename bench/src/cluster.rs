@@ -718,7 +718,9 @@ pub fn safe_name(host: &str) -> String {
 
 /// Writes every rank's document, each pair run's erdma-perf document
 /// (`perf-CLIENT-SERVER.json`), cluster.json and the page a person reads,
-/// report.html ([`html`]), into `dir` (created).
+/// report.html ([`html`]), into `dir` (created), each through
+/// [`crate::outfile::write`]: a failed write leaves the earlier file, a
+/// symbolic link at a name is replaced, not followed.
 pub fn write_out(
     dir: &std::path::Path,
     reports: &[HostReport],
@@ -727,14 +729,14 @@ pub fn write_out(
 ) -> Result<(), String> {
     let fail = |what: &std::path::Path, e: std::io::Error| {
         format!(
-            "writing {}: {e}: check that the directory is writable",
+            "writing {}: {e}: check the free space and that the directory is writable; the earlier file is kept",
             what.display()
         )
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     for (r, name) in reports.iter().zip(file_names(reports)) {
         let p = dir.join(name);
-        std::fs::write(&p, format!("{:#}\n", r.doc)).map_err(|e| fail(&p, e))?;
+        crate::outfile::write(&p, format!("{:#}\n", r.doc).as_bytes()).map_err(|e| fail(&p, e))?;
     }
     let labels = safe_labels(reports);
     for (c, s, suffix, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
@@ -742,12 +744,12 @@ pub fn write_out(
             continue;
         };
         let p = dir.join(format!("perf-{c}-{s}{suffix}.json"));
-        std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| fail(&p, e))?;
+        crate::outfile::write(&p, format!("{doc:#}\n").as_bytes()).map_err(|e| fail(&p, e))?;
     }
     let p = dir.join("cluster.json");
-    std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))?;
+    crate::outfile::write(&p, format!("{whole:#}\n").as_bytes()).map_err(|e| fail(&p, e))?;
     let p = dir.join("report.html");
-    std::fs::write(&p, html::render(whole)).map_err(|e| fail(&p, e))
+    crate::outfile::write(&p, html::render(whole).as_bytes()).map_err(|e| fail(&p, e))
 }
 
 /// What the ranks sent of the stages after the pairs (each index = rank).
@@ -809,9 +811,9 @@ pub fn mark_lost(raw: &mut [Vec<u8>], lost: &[(usize, String)]) {
 pub fn write_nccl(dir: &std::path::Path, rep: Option<&nccl::Report>) -> Result<(), String> {
     for (name, doc) in rep.into_iter().flat_map(nccl::Report::files) {
         let p = dir.join(name);
-        std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| {
+        crate::outfile::write(&p, format!("{doc:#}\n").as_bytes()).map_err(|e| {
             format!(
-                "writing {}: {e}: check that the directory is writable",
+                "writing {}: {e}: check the free space and that the directory is writable; the earlier file is kept",
                 p.display()
             )
         })?;

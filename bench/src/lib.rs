@@ -14,5 +14,6 @@ pub mod doctor;
 pub mod input;
 pub mod meta;
 pub mod nccltests;
+pub mod outfile;
 pub mod perf;
 pub mod stat;

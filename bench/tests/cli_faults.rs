@@ -5,7 +5,7 @@
 //! machine cannot hold, launch variables that disagree, output files that
 //! are devices or FIFOs; and random command lines for every binary. Every
 //! case is bounded in time.
-#![allow(clippy::disallowed_methods)] // a test reads what the tools wrote
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;
@@ -314,6 +314,92 @@ fn cluster_baseline_must_be_a_directory() {
         );
         assert_eq!(e.err.lines().count(), 1, "{e:?}");
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// erdma-cluster on this host alone with `--out DIR`; `fsize_kb`: under
+/// `ulimit -f` (SIGXFSZ ignored, so a write over it fails as on a full
+/// disk). Open MPI keeps its data in memory (`PMIX_MCA_gds=hash`), not in
+/// files the limit would stop.
+fn cluster_out(out: &Path, fsize_kb: Option<u64>) -> Ended {
+    let c = command(
+        "erdma-cluster",
+        &["--skip", "gpu", "--out", out.to_str().unwrap()],
+        &[("OMPI_MCA_plm", "isolated"), ("PMIX_MCA_gds", "hash")],
+    );
+    let Some(kb) = fsize_kb else {
+        return Proc::spawn(c).wait(LIMIT);
+    };
+    let mut sh = Command::new("bash");
+    sh.arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {kb}; exec \"$0\" \"$@\""))
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    Proc::spawn(sh).wait(LIMIT)
+}
+
+/// The names in `dir` that are temporary files of a write.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") || n.starts_with(".write-check"))
+        .collect()
+}
+
+#[test]
+fn cluster_out_is_checked_first_and_replaced_whole() {
+    // Issue 33 row 9: --out checked before the first stage; each file
+    // written to a temporary file and renamed: a link at its name is
+    // replaced (its target kept), a failed write keeps the earlier report.
+    let dir = temp_dir("out");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let e = cluster_out(&file, None);
+    no_crash(&e, "--out a file");
+    assert_eq!(e.code, 4, "{e:?}");
+    assert!(
+        e.err.contains(&format!(
+            "erdma-cluster: --out {}: not a directory: name a directory",
+            file.display()
+        )) && e.out.is_empty(),
+        "checked before the first stage: {e:?}"
+    );
+    let out = dir.join("out");
+    let e = cluster_out(&out, None);
+    no_crash(&e, "--out");
+    assert!([0, 1, 2].contains(&e.code), "{e:?}");
+    let outside = dir.join("outside");
+    std::fs::write(&outside, "keep").unwrap();
+    std::fs::remove_file(out.join("report.html")).unwrap();
+    std::os::unix::fs::symlink(&outside, out.join("report.html")).unwrap();
+    let e = cluster_out(&out, None);
+    assert!([0, 1, 2].contains(&e.code), "{e:?}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+    let html = std::fs::symlink_metadata(out.join("report.html")).unwrap();
+    assert!(html.is_file(), "the link replaced by the report");
+    let before = std::fs::read(out.join("cluster.json")).unwrap();
+    // 1 KiB: every document is larger, so each write fails part way.
+    let e = cluster_out(&out, Some(1));
+    no_crash(&e, "ulimit -f");
+    assert_eq!(e.code, 4, "{e:?}");
+    assert!(
+        e.err
+            .lines()
+            .any(|l| l.starts_with("erdma-cluster: writing ")
+                && l.contains("File too large")
+                && l.ends_with("the earlier file is kept")),
+        "{e:?}"
+    );
+    assert_eq!(std::fs::read(out.join("cluster.json")).unwrap(), before);
+    assert!(temporaries(&out).is_empty(), "{:?}", temporaries(&out));
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -3,7 +3,7 @@
 //! the output files they leave; a stopped rank, hostile peers and launch
 //! mistakes at the TCP rendezvous. Every case is bounded in time, and
 //! every process is killed when a test fails.
-#![allow(clippy::disallowed_methods)] // a test reads what the tools wrote
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;

@@ -17,6 +17,24 @@ use erdma_bench::cluster::{self, Args, nccl, pairs, traffic};
 use erdma_bench::doctor::{self, system::SystemHost};
 use erdma_bench::meta::RunMeta;
 
+/// `--out DIR` made ready before the first stage
+/// ([`erdma_bench::outfile::check_dir`]): 0, or [`cluster::EXIT_OUTPUT`]
+/// once the line saying why is printed.
+fn out_checked(args: &Args) -> i32 {
+    match args
+        .out
+        .as_deref()
+        .map(|d| erdma_bench::outfile::check_dir("--out", d))
+    {
+        Some(Err(e)) => {
+            let line = format!("erdma-cluster: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            cluster::EXIT_OUTPUT
+        }
+        _ => 0,
+    }
+}
+
 /// This rank's erdma-doctor document.
 fn local_report(args: &Args, host: &SystemHost) -> Vec<u8> {
     let report = doctor::evaluate(host, &args.skip);
@@ -631,6 +649,12 @@ fn run() -> i32 {
         }
     };
     let world = world::World::new(args.timeout);
+    // --out is rank 0's: checked before the first stage (an hour of
+    // measurements must not end in a directory that cannot be written).
+    let code = if rank == 0 { out_checked(&args) } else { 0 };
+    if world.agree(code) != 0 {
+        std::process::exit(cluster::EXIT_OUTPUT);
+    }
     let host = SystemHost::new();
     // The reports to rank 0, the host names to every rank (a star through
     // rank 0 carries every byte it sends to everyone: names, not reports).
@@ -745,6 +769,9 @@ fn run() -> i32 {
         Ok(a) => a,
         Err(code) => std::process::exit(code),
     };
+    if out_checked(&args) != 0 {
+        std::process::exit(cluster::EXIT_OUTPUT);
+    }
     let host = SystemHost::new();
     let before = args.pair.pairs.then(|| counters(true));
     let pair_raw = args

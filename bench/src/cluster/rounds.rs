@@ -26,8 +26,8 @@ pub fn dir(out: &Path) -> PathBuf {
 }
 
 /// Writes round `r` (each rank's runs as the JSON array it sent) to
-/// `out/rounds/round-NNN.json`: first a temporary file, then a rename, so
-/// that a job killed while writing leaves the whole round or none.
+/// `out/rounds/round-NNN.json` through [`crate::outfile::write`], so that a
+/// job killed while writing leaves the whole round or none.
 /// `lost`: the ranks lost by the end of the round.
 pub fn write(
     out: &Path,
@@ -43,10 +43,8 @@ pub fn write(
     let doc = json!({"round": r, "job": job, "lost": lost, "runs": runs});
     let d = dir(out);
     let path = d.join(format!("round-{r:03}.json"));
-    let tmp = d.join(format!(".round-{r:03}.json.tmp"));
     std::fs::create_dir_all(&d)
-        .and_then(|()| std::fs::write(&tmp, doc.to_string()))
-        .and_then(|()| std::fs::rename(&tmp, &path))
+        .and_then(|()| crate::outfile::write(&path, doc.to_string().as_bytes()))
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
     Ok(path)
 }

@@ -84,13 +84,8 @@ pub fn load(dir: &Path, key: &Key) -> Option<Vec<u8>> {
 /// never sees half a file). Failures are ignored.
 pub fn store(dir: &Path, key: &Key, image: &[u8]) {
     let name = key.file_name();
-    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let ok = std::fs::create_dir_all(dir).is_ok()
-        && std::fs::write(&tmp, image).is_ok()
-        && std::fs::rename(&tmp, dir.join(&name)).is_ok();
-    if !ok {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ =
+        std::fs::create_dir_all(dir).and_then(|()| crate::outfile::write(&dir.join(name), image));
 }
 
 #[cfg(test)]
