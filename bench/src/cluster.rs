@@ -1030,7 +1030,10 @@ pub fn report_with(
     let text = if args.json {
         format!("{whole}\n")
     } else {
-        render_text(meta, &reports, &problems, &across, &stages)
+        // Host names and values come from other machines: no control
+        // character reaches the terminal raw (JSON escapes its own).
+        crate::cli::terminal_safe(&render_text(meta, &reports, &problems, &across, &stages))
+            .into_owned()
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         let _ = writeln!(

@@ -411,6 +411,8 @@ fn counts_the_machine_cannot_hold_are_refused_first() {
         ("all_reduce_perf", ["-g", "2147483647"]),
         ("reduce_perf", ["-g", "99999999999"]),
         ("all_reduce_perf", ["-t", "300000"]),
+        // Issue 33 row 13: checked against the CPUs, not threads-max.
+        ("all_reduce_perf", ["-t", "20000"]),
     ] {
         let mut a = vec!["--backend", "host", "-b", "8", "-e", "8", "-n", "1"];
         a.extend(args);
@@ -420,6 +422,83 @@ fn counts_the_machine_cannot_hold_are_refused_first() {
         assert!(e.err.starts_with("invalid number of threads ("), "{e:?}");
         assert!(e.secs < 10.0, "{e:?}");
     }
+}
+
+#[test]
+fn threads_are_checked_against_the_cpus() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let over = (cpus * 4 + 1).to_string();
+    let e = limited(
+        4_000_000,
+        "all_reduce_perf",
+        &[
+            "--backend",
+            "host",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "-t",
+            &over,
+        ],
+        &[],
+    );
+    no_crash(&e, "-t");
+    assert_eq!(e.code, 255, "{e:?}");
+    assert!(
+        e.err.starts_with(&format!(
+            "invalid number of threads ({over}): this process may use {cpus} CPUs, at most {} threads",
+            cpus * 4
+        )),
+        "{e:?}"
+    );
+    assert!(e.secs < 10.0, "{e:?}");
+}
+
+#[test]
+fn a_json_document_keeps_only_the_variables_that_matter() {
+    // Issue 33 row 12: -J documents (erdma-cluster's nccl-*.json) held the
+    // whole environment, tokens included.
+    let dir = temp_dir("env");
+    let j = dir.join("run.json");
+    let e = Proc::bench(
+        "all_reduce_perf",
+        &[
+            "--backend",
+            "host",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "-J",
+            j.to_str().unwrap(),
+        ],
+        &[
+            ("MY_SERVICE_TOKEN", "s3cr3t"),
+            ("NCCL_DEBUG", "WARN"),
+            ("UNRELATED", "x"),
+        ],
+    )
+    .wait(LIMIT);
+    assert_eq!(e.code, 0, "{e:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let env: Vec<&str> = doc["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(env.contains(&"NCCL_DEBUG=WARN"), "{env:?}");
+    assert!(
+        !env.iter()
+            .any(|v| v.contains("s3cr3t") || v.starts_with("UNRELATED=") || v.starts_with("HOME=")),
+        "{env:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

@@ -208,6 +208,24 @@ fn an_unwritable_out_dir_is_exit_4() {
 }
 
 #[test]
+fn control_characters_in_host_names_are_escaped_in_the_text() {
+    // Issue 33 row 10: ESC, BEL, CR (and a direction override) in a host
+    // name reached the terminal raw.
+    let evil = "n\u{1b}]0;owned\u{7}\rx\u{202e}";
+    let raw = vec![doc("h0", &good()), doc(evil, &good())];
+    let (_, out, _) = run(&raw, &[]);
+    assert!(
+        !out.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']),
+        "{out:?}"
+    );
+    assert!(
+        out.contains("n\\u{1b}]0;owned\\u{7}\\u{d}x\\u{202e}"),
+        "{out}"
+    );
+    assert_eq!(crate::cli::terminal_safe("a\tb\nc"), "a\tb\nc");
+}
+
+#[test]
 fn garbage_from_a_rank_is_exit_4_naming_the_rank() {
     let raw = vec![doc("h0", &good()), b"\x00garbage".to_vec()];
     let (code, _, err) = run(&raw, &[]);

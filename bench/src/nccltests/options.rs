@@ -573,6 +573,13 @@ fn validate(o: &mut Options, out: &mut Printed) -> Option<i32> {
 /// requested device and abort).
 pub const MAX_RANKS_PER_PROCESS: i64 = 1 << 16;
 
+/// The most threads (`-t`) per CPU this process may use (its affinity
+/// and cgroup quota, as `std::thread::available_parallelism` counts them):
+/// each thread drives its ranks and polls, so far more threads than CPUs
+/// only measure the scheduler; a few per CPU still run the tests of a
+/// 2-CPU machine.
+pub const THREADS_PER_CPU: i64 = 4;
+
 /// The most threads this process may start: the kernel's threads-max and
 /// `ulimit -u`, whichever is lower (None when neither is known).
 fn thread_limit() -> Option<i64> {
@@ -608,6 +615,14 @@ fn validate_extra(o: &Options, out: &mut Printed) -> Option<i32> {
         return fail(format!(
             "invalid number of threads ({}) x GPUs per thread ({}): {per_proc} ranks in one process, at most {MAX_RANKS_PER_PROCESS} (start more processes)\n",
             o.nthreads, o.ngpus
+        ));
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64;
+    if i64::from(o.nthreads) > cpus * THREADS_PER_CPU {
+        return fail(format!(
+            "invalid number of threads ({}): this process may use {cpus} CPUs, at most {} threads ({THREADS_PER_CPU} per CPU): use fewer threads or start more processes\n",
+            o.nthreads,
+            cpus * THREADS_PER_CPU
         ));
     }
     if let Some(max) = thread_limit().filter(|&m| i64::from(o.nthreads) > m) {
