@@ -53,6 +53,62 @@ pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
 /// (stopped, hung or gone), or MPI failed; the live ranks name it and exit.
 pub const EXIT_LOST: i32 = 5;
 
+/// The launcher's variables give this process another rank or size than
+/// MPI (`RANK=1 WORLD_SIZE=2 erdma-cluster`, `srun` without `--mpi=pmix`):
+/// every process would check a cluster of one and pass. As the collectives.
+pub const EXIT_LAUNCH: i32 = 6;
+
+/// What a launcher says this process is, read before MPI starts (Open MPI
+/// may set its own variables while it starts): the first of RANK and
+/// WORLD_SIZE, Open MPI's, Slurm's and PMI's variables that is set, in the
+/// collectives' order; `None` when none is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSaid {
+    /// The variables, e.g. `SLURM_PROCID/SLURM_NTASKS`.
+    pub names: String,
+    /// Their values as set.
+    pub values: (String, String),
+}
+
+/// [`LaunchSaid`] from `get` (the environment); `RANK` or `WORLD_SIZE`
+/// alone counts, with the other empty.
+pub fn launch_said(get: &dyn Fn(&str) -> Option<String>) -> Option<LaunchSaid> {
+    let pairs = [
+        ("RANK", "WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ];
+    pairs.iter().enumerate().find_map(|(i, (r, s))| {
+        let (rv, sv) = (get(r), get(s));
+        // RANK or WORLD_SIZE alone is a broken launch script, not none.
+        let set = if i == 0 {
+            rv.is_some() || sv.is_some()
+        } else {
+            rv.is_some() && sv.is_some()
+        };
+        set.then(|| LaunchSaid {
+            names: format!("{r}/{s}"),
+            values: (rv.unwrap_or_default(), sv.unwrap_or_default()),
+        })
+    })
+}
+
+/// Why the launcher's word disagrees with MPI's `rank` of `size`, in one
+/// line with the fix; `None` when it agrees (or nothing was said).
+pub fn launch_disagrees(said: Option<&LaunchSaid>, rank: usize, size: usize) -> Option<String> {
+    let said = said?;
+    let (r, s) = (&said.values.0, &said.values.1);
+    let n = |v: &str| v.trim().parse::<usize>().ok();
+    if n(r) == Some(rank) && n(s) == Some(size) {
+        return None;
+    }
+    Some(format!(
+        "the environment says rank {r:?} of {s:?} ({}) but MPI says rank {rank} of {size}: start erdma-cluster with mpirun or srun --mpi=pmix, and unset {}",
+        said.names, said.names
+    ))
+}
+
 /// `--timeout`'s default, in seconds: every MPI wait of every stage.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
 

@@ -73,20 +73,22 @@ fn temporary(path: &Path) -> io::Result<PathBuf> {
 /// `dir` made ready for result files before any work is done: created
 /// if missing, checked to be a directory, and a file written to it and
 /// removed (a read-only or full file system fails here, not after an hour
-/// of measurements). The error is one line naming `dir`, prefixed with
-/// `what` (the option, e.g. `--out`), and saying how to fix it.
+/// of measurements). The error is one line naming `dir` and `what` (the
+/// option, e.g. `--out`), and saying how to fix it.
 pub fn check_dir(what: &str, dir: &Path) -> Result<(), String> {
     let d = dir.display();
     if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
         return Err(format!("{what} {d}: not a directory: name a directory"));
     }
     std::fs::create_dir_all(dir)
-        .map_err(|e| format!("{what} {d}: {e}: name a directory you can write"))?;
+        .map_err(|e| format!("writing {d} ({what}): {e}: name a directory you can write"))?;
     let probe = dir.join(format!(".write-check.{}", std::process::id()));
     let written = write(&probe, b"a result file goes here\n");
     let _ = std::fs::remove_file(&probe);
     written.map_err(|e| {
-        format!("{what} {d}: cannot write a file there: {e}: free space or name another directory")
+        format!(
+            "writing {d} ({what}): cannot write a file there: {e}: free space or name another directory"
+        )
     })
 }
 
@@ -155,7 +157,9 @@ mod tests {
         );
         let e = check_dir("--out", &f.join("below")).unwrap_err();
         assert!(
-            e.starts_with("--out ") && e.contains("name a directory you can write"),
+            e.starts_with("writing ")
+                && e.contains("(--out): ")
+                && e.contains("name a directory you can write"),
             "{e}"
         );
         std::fs::remove_dir_all(&d).unwrap();

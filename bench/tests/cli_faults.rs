@@ -569,6 +569,44 @@ fn launch_variables_that_disagree_exit_6() {
 }
 
 #[test]
+fn erdma_cluster_refuses_launcher_variables_mpi_denies_with_exit_6() {
+    // Issue 33 row 7: each task ran a one-host job and passed.
+    for (env, speaks) in [
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+            ][..],
+            true,
+        ),
+        (&[("RANK", "1"), ("WORLD_SIZE", "2")][..], false),
+        (&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")][..], true),
+    ] {
+        let mut all = env.to_vec();
+        all.push(("OMPI_MCA_plm", "isolated"));
+        let e = Proc::spawn(command("erdma-cluster", &["--pairs"], &all)).wait(LIMIT);
+        no_crash(&e, &format!("{env:?}"));
+        assert_eq!(e.code, 6, "{env:?}: {e:?}");
+        let lines: Vec<&str> = e
+            .err
+            .lines()
+            .filter(|l| l.starts_with("erdma-cluster: "))
+            .collect();
+        if speaks {
+            assert_eq!(lines.len(), 1, "{e:?}");
+            assert!(
+                lines[0].contains("but MPI says rank 0 of 1: start erdma-cluster with mpirun"),
+                "{e:?}"
+            );
+        } else {
+            assert!(lines.is_empty(), "{e:?}");
+        }
+        assert!(e.out.is_empty(), "no report: {e:?}");
+    }
+}
+
+#[test]
 fn device_and_fifo_outputs_are_written_in_place() {
     let dir = temp_dir("special");
     let e = Proc::bench(

@@ -628,6 +628,8 @@ fn run() -> i32 {
     if cluster::simulate::requested() {
         return simulate();
     }
+    // Read before MPI starts: Open MPI may set its own while it starts.
+    let said = cluster::launch_said(&|k| std::env::var(k).ok());
     let (rank, size) = match world::init() {
         Ok(rs) => rs,
         Err(e) => {
@@ -635,6 +637,15 @@ fn run() -> i32 {
             std::process::exit(cluster::EXIT_USAGE);
         }
     };
+    if let Some(why) = cluster::launch_disagrees(said.as_ref(), rank, size) {
+        // One line per job: from the launcher's rank 0 (or any rank when
+        // its number is not one).
+        let r = said.as_ref().map(|s| s.values.0.trim().parse::<usize>());
+        if !matches!(r, Some(Ok(r)) if r != 0) {
+            eprintln!("erdma-cluster: {why}");
+        }
+        std::process::exit(cluster::EXIT_LAUNCH);
+    }
     stop_hook(rank);
     // Every rank parses the same command line, so all agree on the outcome.
     let args = match parse(rank == 0, size) {

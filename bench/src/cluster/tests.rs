@@ -226,6 +226,47 @@ fn control_characters_in_host_names_are_escaped_in_the_text() {
 }
 
 #[test]
+fn launcher_variables_must_agree_with_mpi() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let said = launch_said(&env(&[("RANK", "1"), ("WORLD_SIZE", "2")]));
+    let e = launch_disagrees(said.as_ref(), 0, 1).unwrap();
+    assert_eq!(
+        e,
+        "the environment says rank \"1\" of \"2\" (RANK/WORLD_SIZE) but MPI says rank 0 of 1: start erdma-cluster with mpirun or srun --mpi=pmix, and unset RANK/WORLD_SIZE"
+    );
+    assert_eq!(launch_disagrees(said.as_ref(), 1, 2), None);
+    // Open MPI's variables come before Slurm's (mpirun inside an allocation).
+    let said = launch_said(&env(&[
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "4"),
+        ("OMPI_COMM_WORLD_RANK", "3"),
+        ("OMPI_COMM_WORLD_SIZE", "8"),
+    ]));
+    assert_eq!(launch_disagrees(said.as_ref(), 3, 8), None);
+    let said = launch_said(&env(&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4")]));
+    assert!(
+        launch_disagrees(said.as_ref(), 0, 1)
+            .unwrap()
+            .contains("(SLURM_PROCID/SLURM_NTASKS)")
+    );
+    let said = launch_said(&env(&[("WORLD_SIZE", "2")]));
+    assert!(
+        launch_disagrees(said.as_ref(), 0, 1)
+            .unwrap()
+            .contains("rank \"\" of \"2\"")
+    );
+    assert_eq!(launch_said(&env(&[("SLURM_PROCID", "0")])), None);
+    assert_eq!(launch_disagrees(None, 0, 1), None);
+}
+
+#[test]
 fn garbage_from_a_rank_is_exit_4_naming_the_rank() {
     let raw = vec![doc("h0", &good()), b"\x00garbage".to_vec()];
     let (code, _, err) = run(&raw, &[]);
