@@ -76,15 +76,23 @@ pub fn read(
             continue;
         }
         files.push(e.path());
+        // Enough to know there are too many: 20,000 files are not read.
         if files.len() > planned {
-            return Err(format!(
-                "--resume {}: more round files in {} than the {planned} rounds of this job's schedule: name the --out directory of the same job, or start afresh",
-                resume.display(),
-                d.display()
-            ));
+            break;
         }
     }
     files.sort();
+    if files.len() > planned {
+        // Another job's rounds are named as such first.
+        if let Some(first) = files.first() {
+            parse(first, job, usize::MAX)?;
+        }
+        return Err(format!(
+            "--resume {}: more round files in {} than the {planned} rounds of this job's schedule: name the --out directory of the same job, or start afresh",
+            resume.display(),
+            d.display()
+        ));
+    }
     let mut done = BTreeMap::new();
     for path in &files {
         if let (r, Some(runs)) = parse(path, job, planned)? {
