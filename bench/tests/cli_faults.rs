@@ -528,6 +528,161 @@ fn buffers_over_available_memory_exit_2_before_allocating() {
     );
 }
 
+/// A memory cgroup of `bytes` made for one test (cgroup v1's memory
+/// controller, or v2's where it is enabled below the root), removed when
+/// dropped; None where none can be made (not root, no memory controller):
+/// the test then says so and passes, unless ERDMA_REQUIRE_CGROUP is set.
+struct Cgroup(PathBuf);
+
+impl Cgroup {
+    fn new(tag: &str, bytes: u64) -> Option<Cgroup> {
+        let name = format!("erdma-cli-faults-{tag}-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let made = if v1.join("memory.limit_in_bytes").exists() {
+            let d = v1.join(&name);
+            std::fs::create_dir(&d).ok()?;
+            let cg = Cgroup(d);
+            std::fs::write(cg.0.join("memory.limit_in_bytes"), bytes.to_string()).ok()?;
+            // With swap the kernel would swap, not kill: no swap either.
+            let _ = std::fs::write(cg.0.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+            Some(cg)
+        } else if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.split_whitespace().any(|w| w == "memory"))
+        {
+            let d = v2.join(&name);
+            std::fs::create_dir(&d).ok()?;
+            let cg = Cgroup(d);
+            std::fs::write(cg.0.join("memory.max"), bytes.to_string()).ok()?;
+            let _ = std::fs::write(cg.0.join("memory.swap.max"), "0");
+            Some(cg)
+        } else {
+            None
+        };
+        if made.is_none() {
+            assert!(
+                std::env::var_os("ERDMA_REQUIRE_CGROUP").is_none(),
+                "no memory cgroup can be made here"
+            );
+            eprintln!("skipped: no memory cgroup can be made here (root and a memory controller)");
+        }
+        made
+    }
+
+    /// `c` started inside the cgroup.
+    fn wrap(&self, c: &Command) -> Command {
+        let mut sh = Command::new("bash");
+        sh.arg("-c")
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+                self.0.display()
+            ))
+            .arg(c.get_program())
+            .args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => sh.env(k, v),
+                None => sh.env_remove(k),
+            };
+        }
+        sh
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Its processes have ended; the kernel may take a moment.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn memory_checks_read_the_cgroup_limit_and_count_every_rank_of_the_host() {
+    // Issue 33 row 6: in a 1 GiB cgroup the check saw the host's free
+    // memory and the kernel killed the run (137) without a word.
+    let Some(cg) = Cgroup::new("room", 1 << 30) else {
+        return;
+    };
+    let c = command(
+        "all_reduce_perf",
+        &["--backend", "host", "-b", "700M", "-e", "700M", "-n", "1"],
+        &[],
+    );
+    let e = Proc::spawn(cg.wrap(&c)).wait(LIMIT);
+    no_crash(&e, "host backend in a cgroup");
+    assert_eq!(e.code, 2, "{e:?}");
+    assert!(
+        e.out
+            .contains("cannot hold the buffers of its ranks (the memory cgroup "),
+        "{e:?}"
+    );
+    // Two processes of 2 x 200 MB and the MPI backend's staged copies:
+    // each fits alone, both do not; every rank of the host is counted.
+    if !cfg!(feature = "mpi") {
+        return;
+    }
+    let Some(mut c) = mpirun() else {
+        return;
+    };
+    c.args(["-np", "2"]).arg(bin("all_reduce_perf")).args([
+        "--backend",
+        "mpi",
+        "-b",
+        "200M",
+        "-e",
+        "200M",
+        "-n",
+        "1",
+        "-c",
+        "0",
+    ]);
+    let e = Proc::spawn(cg.wrap(&c)).wait(LIMIT);
+    assert_eq!(e.code, 2, "{e:?}");
+    assert!(
+        e.out
+            .contains("of staged copies on each of this host's 2 rank(s)"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn mpi_backend_memory_does_not_grow_with_iterations() {
+    // Issue 33 row 1: one staged copy per in-place collective in flight,
+    // -n 1000 of 4 MB took 4.1 GB per rank. In 768 MiB, 2 ranks of -n 80
+    // of 8 MB: 1.3 GB of copies before the bounded pool, ~300 MB with it.
+    if !cfg!(feature = "mpi") {
+        return;
+    }
+    let Some(cg) = Cgroup::new("pool", 768 << 20) else {
+        return;
+    };
+    let Some(mut c) = mpirun() else {
+        return;
+    };
+    c.args(["-np", "2"]).arg(bin("all_reduce_perf")).args([
+        "--backend",
+        "mpi",
+        "-b",
+        "8M",
+        "-e",
+        "8M",
+        "-n",
+        "80",
+        "-w",
+        "1",
+        "-c",
+        "0",
+    ]);
+    let e = Proc::spawn(cg.wrap(&c)).wait(Duration::from_secs(300));
+    assert_eq!(e.code, 0, "killed in the cgroup? {e:?}");
+    assert!(e.out.contains("# Out of bounds values : 0 OK"), "{e:?}");
+}
+
 #[test]
 fn launch_variables_that_disagree_exit_6() {
     let e = Proc::bench(
