@@ -20,6 +20,24 @@ use crate::nccltests::colls::{self, Collective};
 /// 1 GiB), data checked.
 pub const DEFAULT_ARGS: &str = "-b 1M -e 1G -f 4 -w 2 -n 10 -c 1";
 
+/// [`DEFAULT_ARGS`] on host memory (the `mpi` and `host` backends): up to
+/// 64 MiB. Each rank holds its 3 buffers and the MPI backend's staged
+/// copies (at most 256 MiB): about 450 MB a rank instead of 4 GB, so the
+/// ranks of a host without GPUs fit in a few GB; a run that still cannot
+/// fit is refused by the collectives' memory check (exit 2, the stage
+/// failed with the reason), never killed by the kernel.
+pub const DEFAULT_HOST_ARGS: &str = "-b 1M -e 64M -f 4 -w 2 -n 10 -c 1";
+
+/// The options a run on `backend` gets: `--nccl-args`, or when left at
+/// [`DEFAULT_ARGS`] on host memory, [`DEFAULT_HOST_ARGS`].
+pub fn stage_args<'a>(a: &'a NcclArgs, backend: &str) -> &'a str {
+    if backend != "nccl" && a.nccl_args == DEFAULT_ARGS {
+        DEFAULT_HOST_ARGS
+    } else {
+        &a.nccl_args
+    }
+}
+
 /// The collectives `--nccl-tests` may name.
 pub const TESTS: [&str; 10] = [
     "all_reduce",
@@ -118,7 +136,7 @@ pub fn argv(
     timeout_s: u64,
 ) -> Vec<String> {
     let mut v = vec![format!("{test}_perf")];
-    v.extend(a.nccl_args.split_whitespace().map(String::from));
+    v.extend(stage_args(a, backend).split_whitespace().map(String::from));
     v.extend([
         "-g".into(),
         gpus.to_string(),
@@ -149,6 +167,11 @@ pub struct Plan {
 /// host (`ranks_on_host[i]`: how many ranks share rank i's host).
 pub fn plan(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
     let mut p = plan_backend(a, gpus, ranks_on_host);
+    if stage_args(a, &p.backend) != a.nccl_args {
+        p.why.push_str(&format!(
+            "; sizes for host memory: --nccl-args '{DEFAULT_HOST_ARGS}' (give --nccl-args for others)"
+        ));
+    }
     // A host's communicator of one rank on one GPU moves nothing (busbw
     // is 0 by definition): skip the per-host stages when every host is so.
     let biggest = ranks_on_host.iter().max().copied().unwrap_or(1) * p.gpus;
@@ -793,7 +816,8 @@ fn stage(
     let error = error.or_else(|| doc.is_none().then(|| "no -J document came back".to_owned()));
     let args = format!(
         "--nccl --nccl-tests {test} --nccl-backend {} --nccl-args '{}'",
-        plan.backend, ctx.args.nccl_args
+        plan.backend,
+        stage_args(ctx.args, &plan.backend)
     );
     let rerun = if scope == "host" {
         format!(
@@ -948,6 +972,26 @@ mod tests {
         a.nccl_args = "-b 8 --bogus".into();
         let e = check(&a).unwrap_err();
         assert!(e.starts_with("--nccl-args '-b 8 --bogus': "), "{e}");
+    }
+
+    #[test]
+    fn the_default_sizes_fit_host_memory() {
+        let mut a = args(&["all_reduce"], "auto");
+        a.nccl_args = DEFAULT_ARGS.into();
+        let v = argv(&a, "all_reduce", "mpi", 1, None, 120).join(" ");
+        assert!(v.starts_with("all_reduce_perf -b 1M -e 64M "), "{v}");
+        let v = argv(&a, "all_reduce", "nccl", 1, None, 120).join(" ");
+        assert!(v.starts_with("all_reduce_perf -b 1M -e 1G "), "{v}");
+        let p = plan(&a, &[0, 0], &[1, 1]);
+        assert!(
+            p.why
+                .contains("sizes for host memory: --nccl-args '-b 1M -e 64M"),
+            "{p:?}"
+        );
+        // Given by the user: kept.
+        a.nccl_args = "-b 8 -e 1G".into();
+        let v = argv(&a, "all_reduce", "mpi", 1, None, 120).join(" ");
+        assert!(v.starts_with("all_reduce_perf -b 8 -e 1G "), "{v}");
     }
 
     #[test]
