@@ -82,35 +82,41 @@ pub fn collective(name: &str) -> Option<&'static Collective> {
         .find(|c| c.name.eq_ignore_ascii_case(&want))
 }
 
-/// Options erdma-cluster sets itself.
-const OWN: [&str; 8] = [
-    "-g",
-    "--ngpus",
-    "-J",
-    "--output_file",
-    "-T",
-    "--timeout",
-    "--backend",
-    "-t",
-];
+/// Options erdma-cluster sets itself (or that would take the run from
+/// it: -t threads, --bootstrap), by their short name: the collectives' own
+/// parser ([`crate::nccltests::options::options_in`]) names each however
+/// it is spelled (`-g2`, `--ngpus=2`, `--ngp 2`).
+const OWN: [&str; 6] = ["-g", "-J", "-T", "--backend", "-t", "--bootstrap"];
 
 /// `--nccl-args` checked: no option erdma-cluster sets, and the benchmark's
 /// own parser accepts the rest (said once by rank 0 as a usage error).
 pub fn check(a: &NcclArgs) -> Result<(), String> {
-    for w in a.nccl_args.split_whitespace() {
-        let name = w.split('=').next().unwrap_or(w);
-        if OWN.contains(&name) {
-            return Err(format!(
-                "--nccl-args: {name} is set by erdma-cluster (-g: the host's GPUs, -J: under --out, \
-                 -T: --timeout, --backend: --nccl-backend); leave it out"
-            ));
-        }
+    let words: Vec<String> = a.nccl_args.split_whitespace().map(String::from).collect();
+    let (opts, operands) = crate::nccltests::options::options_in(&words)
+        .map_err(|e| format!("--nccl-args '{}': {e}", a.nccl_args))?;
+    if let Some((name, _)) = opts.iter().find(|(n, _)| OWN.contains(&n.as_str())) {
+        return Err(format!(
+            "--nccl-args: {name} is set by erdma-cluster (-g: the host's GPUs, -J: under --out, \
+             -T: --timeout, --backend: --nccl-backend, -t and --bootstrap: one thread per rank \
+             over MPI); leave it out"
+        ));
+    }
+    if let Some(w) = operands.first() {
+        return Err(format!(
+            "--nccl-args '{}': '{w}' is not an option of the collectives: leave it out",
+            a.nccl_args
+        ));
     }
     let argv = argv(a, "all_reduce", "mpi", 1, None, 60);
     let kind = crate::nccltests::options::prescan_backend(&argv);
     let (features, version) = crate::nccltests::backend::probe_features(kind);
     let mut printed = crate::nccltests::options::Printed::default();
     match crate::nccltests::options::parse(&argv, features, version, &mut printed) {
+        // -N 0 repeats for ever: a stage must end.
+        crate::nccltests::options::Parsed::Run(o) if o.run_cycles == 0 => Err(format!(
+            "--nccl-args '{}': -N 0 runs for ever and a stage must end: give -N 1 or more",
+            a.nccl_args
+        )),
         crate::nccltests::options::Parsed::Run(_) => Ok(()),
         crate::nccltests::options::Parsed::Exit(_) => {
             let why = printed
@@ -972,6 +978,36 @@ mod tests {
         a.nccl_args = "-b 8 --bogus".into();
         let e = check(&a).unwrap_err();
         assert!(e.starts_with("--nccl-args '-b 8 --bogus': "), "{e}");
+        // Issue 33 row 11: however spelled, by the collectives' parser.
+        for (given, name) in [
+            ("-g2", "-g"),
+            ("-T1", "-T"),
+            ("-J/path", "-J"),
+            ("-t2", "-t"),
+            ("--ngpus=2", "-g"),
+            ("--ngp 2", "-g"),
+            ("-c 1 -b8 -g 1", "-g"),
+            ("--backend=host", "--backend"),
+            ("--bootstrap tcp", "--bootstrap"),
+        ] {
+            a.nccl_args = given.into();
+            let e = check(&a).unwrap_err();
+            assert!(
+                e.contains(&format!("{name} is set by erdma-cluster")),
+                "{given}: {e}"
+            );
+        }
+        a.nccl_args = "-b 8 garbage".into();
+        assert_eq!(
+            check(&a).unwrap_err(),
+            "--nccl-args '-b 8 garbage': 'garbage' is not an option of the collectives: leave it out"
+        );
+        a.nccl_args = "-N 0".into();
+        assert!(check(&a).unwrap_err().contains("-N 0 runs for ever"));
+        a.nccl_args = "-N0 -b 8".into();
+        assert!(check(&a).unwrap_err().contains("-N 0 runs for ever"));
+        a.nccl_args = "-N 2 -b 8 -e 8".into();
+        assert!(check(&a).is_ok());
     }
 
     #[test]

@@ -328,6 +328,38 @@ pub fn prescan_backend(argv: &[String]) -> BackendKind {
     kind
 }
 
+/// The options in `words` (no program name) as [`parse`] reads them,
+/// however spelled (`-g2`, `-g 2`, `--ngpus=2`, `--ngp 2`): each as its
+/// short name (`-g`; `--backend`, `--bootstrap`, `--csv` for the long-only
+/// ones) with its value; then the operands, words that are no option
+/// (nccl-tests ignores them). An unknown option or a missing value is an
+/// error, in getopt's words.
+pub type OptionsIn = (Vec<(String, String)>, Vec<String>);
+
+/// [`OptionsIn`] of `words`.
+pub fn options_in(words: &[String]) -> Result<OptionsIn, String> {
+    let argv: Vec<String> = std::iter::once("options".to_string())
+        .chain(words.iter().cloned())
+        .collect();
+    let mut g = Getopt::new(&argv, SHORT, LONG);
+    let mut opts = Vec::new();
+    while let Some(ev) = g.next_event() {
+        match ev {
+            Event::Opt(c, v) => {
+                let name = match c {
+                    OPT_BACKEND => "--backend".to_string(),
+                    OPT_BOOTSTRAP => "--bootstrap".to_string(),
+                    OPT_CSV => "--csv".to_string(),
+                    c => format!("-{}", u8::try_from(c).map(char::from).unwrap_or('?')),
+                };
+                opts.push((name, v.unwrap_or_default()));
+            }
+            Event::Error(m) => return Err(m.trim_start_matches("options: ").to_string()),
+        }
+    }
+    Ok((opts, g.operands()))
+}
+
 /// Parses `argv` as nccl-tests 2.19.6 does. `features` lists the types and
 /// ops of the library in use and `nccl_version` its `ncclGetVersion` code
 /// (0 when not NCCL: every version-gated option is then accepted).
