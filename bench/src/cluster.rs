@@ -624,9 +624,10 @@ pub fn render_json(
         "hosts".into(),
         reports
             .iter()
-            .map(|r| {
+            .zip(file_names(reports))
+            .map(|(r, file)| {
                 json!({"rank": r.rank, "host": r.host(), "label": r.label(), "status": r.status(),
-                       "summary": r.doc["summary"]})
+                       "summary": r.doc["summary"], "file": file})
             })
             .collect(),
     );
@@ -742,7 +743,7 @@ pub fn file_names(reports: &[HostReport]) -> Vec<String> {
 /// Each rank's name in file names: its host reduced to `[A-Za-z0-9._-]`
 /// (no leading dot), with `-rankN` when ranks share the host.
 fn safe_labels(reports: &[HostReport]) -> Vec<String> {
-    reports
+    let labels = reports
         .iter()
         .map(|r| {
             let safe = safe_name(r.host());
@@ -752,7 +753,36 @@ fn safe_labels(reports: &[HostReport]) -> Vec<String> {
                 safe
             }
         })
-        .collect()
+        .collect();
+    unique_labels(labels, |i| format!("rank{}", reports[i].rank))
+}
+
+/// `labels` made distinct for file names: a label that another shares
+/// (hosts whose names differ only in characters [`safe_name`] replaces,
+/// `node1!a` and `node1?a`) or that is empty gets `-` and `tag(i)` (its
+/// rank), again until none is shared, so that no two files are one.
+pub fn unique_labels(mut labels: Vec<String>, tag: impl Fn(usize) -> String) -> Vec<String> {
+    for round in 0..4 {
+        let shared: Vec<bool> = labels
+            .iter()
+            .map(|l| l.is_empty() || labels.iter().filter(|m| *m == l).count() > 1)
+            .collect();
+        if !shared.contains(&true) {
+            break;
+        }
+        for (i, l) in labels.iter_mut().enumerate() {
+            if shared[i] {
+                *l = if l.is_empty() || round == 3 {
+                    // Nothing of the name left, or still shared: the tag
+                    // and the index alone.
+                    format!("{}-{i}", tag(i))
+                } else {
+                    format!("{l}-{}", tag(i))
+                };
+            }
+        }
+    }
+    labels
 }
 
 /// A host name as it may stand in a file name under `--out`: reduced to

@@ -600,13 +600,21 @@ impl Report {
             per_rank.push(runs);
         }
         let distinct = distinct_hosts(ctx.hosts);
+        // One file per host even when two names reduce to one label.
+        let labels = super::unique_labels(
+            distinct.iter().map(|h| super::safe_name(h)).collect(),
+            |i| format!("host{i}"),
+        );
         let mut stages = Vec::new();
         for t in &ctx.args.nccl_tests {
-            for h in distinct.iter().filter(|_| plan.no_host_stage.is_none()) {
+            for (h, label) in distinct
+                .iter()
+                .zip(&labels)
+                .filter(|_| plan.no_host_stage.is_none())
+            {
                 let ranks: Vec<usize> = (0..ctx.hosts.len())
                     .filter(|&r| ctx.hosts[r] == *h)
                     .collect();
-                let label = super::safe_name(h);
                 stages.push(stage(
                     ctx,
                     &plan,

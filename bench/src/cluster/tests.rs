@@ -267,6 +267,42 @@ fn launcher_variables_must_agree_with_mpi() {
 }
 
 #[test]
+fn hosts_whose_names_reduce_alike_get_files_of_their_own() {
+    // Issue 33 row 8: names differing in odd characters shared a file.
+    assert_eq!(
+        unique_labels(
+            vec!["node1_a".into(), "node1_a".into(), "b".into(), "".into()],
+            |i| format!("rank{i}")
+        ),
+        ["node1_a-rank0", "node1_a-rank1", "b", "rank3-3"]
+    );
+    // A host named like another's rank label.
+    let l = unique_labels(vec!["x-rank1".into(), "x-rank1".into()], |i| {
+        format!("rank{i}")
+    });
+    assert_ne!(l[0], l[1]);
+    let raw = vec![doc("node1!a", &good()), doc("node1?a", &good())];
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-collide-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (_, _, err) = run(&raw, &["--out", dir.to_str().unwrap()]);
+    assert!(err.is_empty(), "{err}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("doctor-"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["doctor-node1_a-rank0.json", "doctor-node1_a-rank1.json"]
+    );
+    let whole: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(whole["hosts"][1]["file"], "doctor-node1_a-rank1.json");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn garbage_from_a_rank_is_exit_4_naming_the_rank() {
     let raw = vec![doc("h0", &good()), b"\x00garbage".to_vec()];
     let (code, _, err) = run(&raw, &[]);
