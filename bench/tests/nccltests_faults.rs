@@ -191,6 +191,8 @@ fn too_many_threads_is_an_error_not_an_abort() {
             ),
         ])
         .env("MALLOC_ARENA_MAX", "2")
+        // -t 20000 is refused on a machine's CPUs since issue 33 row 13.
+        .env("ERDMA_BENCH_HOOK", "skip-cpu-check")
         .env_remove("RANK")
         .env_remove("WORLD_SIZE");
         c
