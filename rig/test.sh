@@ -7,7 +7,7 @@
 #   VM:    every erdma integration test with --include-ignored (rxe and siw
 #          traffic, two processes over the TCP exchange, error paths), devinfo
 #          vs ibv_devinfo (-v per device, short, -l, -i) byte for byte, devinfo
-#          errors and --json, the examples (readme, rdma_pingpong over rxe and siw).
+#          errors and --json, the examples (readme, rdma_pingpong and async_echo over rxe and siw).
 # Each VM step has its own time budget, scaled by the guest's measured speed
 # (rig/guest/tests.sh), and prints its time; the VM as a whole gets only a
 # backstop limit (--vm-timeout, default 5400 s, CI's own limit).
@@ -113,10 +113,10 @@ export ERDMA_RIG_CACHED_DIRS=$DIR${ERDMA_RIG_CACHED_DIRS:+:$ERDMA_RIG_CACHED_DIR
 echo "== host"
 no_needed() {
   local f bad=0
-  for f in "$ERDMA_RIG_DEVINFO" "$ERDMA_RIG_EXAMPLES/readme" "$ERDMA_RIG_EXAMPLES/rdma_pingpong" $bins; do
+  for f in "$ERDMA_RIG_DEVINFO" "$ERDMA_RIG_EXAMPLES/readme" "$ERDMA_RIG_EXAMPLES/rdma_pingpong" "$ERDMA_RIG_EXAMPLES/async_echo" $bins; do
     if readelf -d "$f" | grep -E 'NEEDED.*(libibverbs|librdmacm)'; then echo "$f links rdma-core"; bad=1; fi
   done
-  [[ $bad == 0 ]] && echo "no NEEDED libibverbs/librdmacm in $(( 3 + $(echo $bins | wc -w) )) binaries"
+  [[ $bad == 0 ]] && echo "no NEEDED libibverbs/librdmacm in $(( 4 + $(echo $bins | wc -w) )) binaries"
   return $bad
 }
 devinfo_without_library() {

@@ -24,7 +24,8 @@ PKGS=(build-essential pkg-config git curl ca-certificates
       libclang-dev clang openmpi-bin libopenmpi-dev iproute2 kmod python3 python3-venv jq
       chromium             # bench/tests/report_html_chromium.rs: report.html rendered
       buildah debootstrap    # scripts/container-check.sh: the Dockerfile built without a daemon
-      slurm-wlm)             # bench/tests/slurm.rs: srun under a single-node Slurm (scripts/slurm/)
+      slurm-wlm              # bench/tests/slurm.rs: srun under a single-node Slurm (scripts/slurm/)
+      prometheus)            # bench/tests/prometheus.rs + rig: promtool and a real server scrape erdma-stat --serve
 
 SUDO=
 [[ $(id -u) == 0 ]] || SUDO=sudo
@@ -52,6 +53,13 @@ fi
 for c in rustfmt clippy; do
   rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || true
 done
+# The MSRV toolchain (the workspace's rust-version): scripts/test.sh checks
+# erdma and erdma-sys with it.
+MSRV=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+if ! rustup toolchain list | grep -q "^$MSRV-"; then
+  rustup toolchain install "$MSRV" --profile minimal >/tmp/erdma-setup-msrv.log 2>&1 \
+    || { echo "[setup] error: could not install Rust $MSRV (see /tmp/erdma-setup-msrv.log)" >&2; exit 1; }
+fi
 # Miri (nightly) checks the crate's pure logic in scripts/test.sh; optional:
 # without it that step is skipped with a warning.
 if ! cargo +nightly miri --version >/dev/null 2>&1; then

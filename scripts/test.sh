@@ -2,7 +2,8 @@
 # test.sh - the project's whole test suite (what CI runs after scripts/setup.sh).
 #
 #   1. cargo fmt --check, the Dockerfile's lint, clippy -D warnings (default
-#      features and without MPI)
+#      features and without MPI); erdma-sys's checked-in bindings regenerated
+#      and diffed; a crate on erdma built and run without headers or libclang
 #   2. host tests: unit tests, MPI and TCP end-to-end runs of the collective
 #      benchmarks, loader/no-device error paths (cargo test --workspace)
 #   3. a build without the `mpi` feature, checked to need no libmpi/libibverbs;
@@ -35,6 +36,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechan
 export ERDMA_REQUIRE_CHROMIUM=1
 # setup.sh installs slurm-wlm: bench/tests/slurm.rs must start a Slurm, not skip.
 export ERDMA_REQUIRE_SLURM=1
+# setup.sh installs prometheus: bench/tests/prometheus.rs must run promtool and a real server, not skip.
+export ERDMA_REQUIRE_PROMETHEUS=1
 
 # NVRTC and headers fetched by setup.sh: the -D kernels' compile test needs them.
 CUDA_HDRS=${ERDMA_CUDA_HEADERS:-$HOME/.cache/erdma-rs/cuda-headers}
@@ -75,6 +78,20 @@ if [[ $QUICK == 0 ]]; then
   cargo clippy -p erdma-bench --no-default-features --all-targets -- -D warnings
 fi
 
+if [[ $QUICK == 0 ]]; then
+  # erdma-sys builds from checked-in bindings (no headers, no libclang): they
+  # must be what bindgen makes of the system headers, and a crate depending on
+  # erdma must build and run where neither is visible.
+  step "bindings: regenerated and diffed; a crate on erdma built without headers or libclang"
+  scripts/check-bindings.sh
+  rc=0; scripts/check-headerless.sh || rc=$?
+  if [[ $rc == 3 ]]; then
+    STEP+=" - headerless build SKIPPED (not root: no mount namespace)"
+  elif [[ $rc != 0 ]]; then
+    exit "$rc"
+  fi
+fi
+
 step "host tests (cargo test --workspace)"
 mkdir -p target
 cargo test --workspace 2>&1 | tee target/host-tests.log
@@ -90,6 +107,23 @@ if [[ $QUICK == 0 ]]; then
   # release build of the whole tree here.
   step "doc tests and docs (rustdoc -D warnings)"
   RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
+
+  # The library as crates.io and docs.rs get it: both crates packaged and
+  # their packages built (erdma against the packaged erdma-sys, through
+  # cargo's local overlay: erdma-sys is not on crates.io before its first
+  # release), then erdma and erdma-sys checked with the MSRV toolchain (the
+  # workspace's rust-version; scripts/setup.sh installs it).
+  step "packaging (cargo publish --dry-run) and the MSRV build"
+  cargo publish --dry-run --allow-dirty -p erdma-sys -p erdma >target/publish.log 2>&1 ||
+    { cat target/publish.log; echo "error: cargo publish --dry-run failed" >&2; exit 1; }
+  grep -E '^ *(Packaged|Verifying)' target/publish.log
+  MSRV=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+  if ! cargo "+$MSRV" --version >/dev/null 2>&1; then
+    echo "error: the MSRV toolchain $MSRV is not installed (scripts/setup.sh installs it)" >&2; exit 1
+  fi
+  cargo "+$MSRV" check -q -p erdma-sys -p erdma --features erdma/cuda,erdma/nccl,erdma/tokio
+  cargo "+$MSRV" check -q -p erdma-sys -p erdma
+  STEP+=" (MSRV $MSRV)"
 
   # In the same target directory: only erdma-bench itself is built again
   # without the feature (the dependencies are shared; cargo keeps both

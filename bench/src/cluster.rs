@@ -24,6 +24,7 @@ use crate::meta::RunMeta;
 
 pub mod baseline;
 pub mod diagnose;
+pub mod drain;
 pub mod html;
 pub mod judge;
 pub mod live;
@@ -128,7 +129,7 @@ pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
                   Exit status: 0 every check ok on every host; 1 a warning; 2 a failure (a pair or \
                   NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA, \
                   a host/NIC/link verdict the retest confirmed); 3 bad arguments; 4 a \
-                  report could not be written or read; 5 a rank was lost (no answer within \
+                  report could not be written or read, or --drain=apply's scontrol failed; 5 a rank was lost (no answer within \
                   --timeout in a stage: stopped, hung or gone) or MPI failed."
 )]
 pub struct Args {
@@ -181,6 +182,18 @@ pub struct Args {
     /// ranks, --pair-test and NICs, else exit 3); needs --pairs.
     #[arg(long, value_name = "DIR", requires = "pairs")]
     pub resume: Option<std::path::PathBuf>,
+    /// Drain the Slurm nodes of the host and NIC verdicts the retest
+    /// confirmed, the verdict as the reason: `--drain` prints the scontrol
+    /// commands (a dry run, on stderr), `--drain=apply` runs them.
+    #[arg(
+        long,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "dry-run",
+        value_enum
+    )]
+    pub drain: Option<drain::Mode>,
 }
 
 /// What the stages after the checks found: the pair matrix (`--pairs`) and
@@ -1135,7 +1148,38 @@ pub fn report_with(
         let _ = writeln!(err, "erdma-cluster: {e}");
         return EXIT_OUTPUT;
     }
+    if let Some(mode) = args.drain
+        && !drain_verdicts(&reports, &stages, mode, err)
+    {
+        return EXIT_OUTPUT;
+    }
     exit_code(&reports, &across, &stages)
+}
+
+/// `--drain`: the nodes of the confirmed host and NIC verdicts of the pair
+/// stage ([`drain`]); false when a scontrol command failed.
+fn drain_verdicts(
+    reports: &[HostReport],
+    stages: &Stages,
+    mode: drain::Mode,
+    err: &mut dyn std::io::Write,
+) -> bool {
+    let list = match judge::judge(reports, stages) {
+        Some(j) => {
+            let n = j.diagnosis.verdicts.len() - j.from_nccl;
+            let confirmed = j.diagnosis.verdicts[..n]
+                .iter()
+                .map(|v| (v, j.retest_ran && j.confirmed(v)));
+            drain::drains(confirmed, |i| {
+                reports
+                    .get(i)
+                    .map(|r| r.host().to_owned())
+                    .or_else(|| j.names.get(i).cloned())
+            })
+        }
+        None => Vec::new(),
+    };
+    drain::run(&list, mode, err)
 }
 
 /// The checks of the command line that clap cannot make: [`check_skips`],

@@ -83,7 +83,7 @@ fn a_killed_rank_makes_the_others_fail_quickly() {
         "-n",
         "5",
         "-T",
-        "30",
+        "60",
         "-J",
         json.to_str().unwrap(),
     ];
@@ -104,7 +104,8 @@ fn a_killed_rank_makes_the_others_fail_quickly() {
     for r in [0, 2] {
         let (code, out, _, t) = &res[r];
         assert_ne!(*code, 0, "rank {r}: {out}");
-        assert!(*t < Duration::from_secs(20), "rank {r} took {t:?}");
+        // Ended by the death, not by -T (60 s).
+        assert!(*t < bound::PROMPT, "rank {r} took {t:?}");
         assert!(
             out.contains("TCP connection to rank 1 (") && out.contains(") lost: "),
             "rank {r}: {out}"
@@ -142,7 +143,7 @@ fn a_hung_rank_times_out_with_status_4() {
                 && out.contains("did not complete AllReduce float sum 64 B"),
             "rank {r}: {out}"
         );
-        assert!(*t < Duration::from_secs(15), "rank {r}: {t:?}");
+        assert!(*t < bound::after(2), "rank {r}: {t:?}");
     }
 }
 

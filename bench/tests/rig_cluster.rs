@@ -178,7 +178,10 @@ fn pairs_over_rxe_with_gids() {
     let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
     pairs_on(
         "rxe0,rxe1",
-        &format!("-x {gid} -s 65536 -n 200 --report_gbits"),
+        // -u 18: rxe's ACK timeout at about 1 s, as in the 4-rank tests (at
+        // the default 67 ms a loaded VM's rxe retransmits what is still
+        // queued and its responder answers with REM_INV_REQ_ERR).
+        &format!("-x {gid} -s 65536 -n 200 -u 18 --report_gbits"),
         "rxe",
         "18600",
         Some("18620"),
@@ -215,7 +218,9 @@ fn pairs_over_siw_through_rdma_cm() {
 fn rails_counters_and_the_mpi_stage_not_over_rdma() {
     let _vm = busy();
     let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
-    let perf = format!("-x {gid} -s 65536 -n 100 --report_gbits");
+    // -u 18: see pairs_over_rxe_with_gids (a loaded run failed with
+    // REM_INV_REQ_ERR at the default ACK timeout).
+    let perf = format!("-x {gid} -s 65536 -n 100 -u 18 --report_gbits");
     let (code, text, err) = ranks_job(
         2,
         "rxe0+rxe1,rxe1+rxe0",
@@ -289,7 +294,7 @@ fn rails_counters_and_the_mpi_stage_not_over_rdma() {
 fn a_corrupted_payload_fails_the_pair() {
     let _vm = busy();
     let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
-    let perf = format!("-x {gid} -s 65536 -n 100");
+    let perf = format!("-x {gid} -s 65536 -n 100 -u 18");
     let (code, text, err) = ranks_job(
         2,
         "rxe0,rxe1",
@@ -359,15 +364,21 @@ fn rails_over_siw_cannot_prove_their_bytes() {
 ///
 /// siw's known flake (issue 11: now and then a connection or its RDMA CM
 /// exchange fails under load; 1 or 2 of the 24 runs of a job, in 3 of 6
-/// jobs while other VMs loaded the host) fails a run or two; a job whose
-/// every failure is that runs once more, logged, so that the test is
-/// about the stage, not that race.
+/// jobs while other VMs loaded the host; both the job and its rerun once,
+/// with builds beside the VM) fails a run or two; a job whose every failure
+/// is that runs again, at most twice, logged, so that the test is about the
+/// stage, not that race.
 fn four_ranks(devices: &str, perf_args: &str, port: &str) -> serde_json::Value {
     let t0 = std::time::Instant::now();
     let (mut code, mut text, mut err) = four_ranks_job(devices, perf_args, port);
-    if serde_json::from_str::<serde_json::Value>(text.trim()).is_ok_and(|v| siw_stall_only(&v)) {
-        eprintln!("RETRY: only stalled RDMA CM exchanges failed (siw): once more");
-        let port = (port.parse::<u16>().unwrap() + 100).to_string();
+    for attempt in 1..=2u16 {
+        let flake = serde_json::from_str::<serde_json::Value>(text.trim())
+            .is_ok_and(|v| siw_stall_only(&v));
+        if !flake {
+            break;
+        }
+        eprintln!("RETRY {attempt}: only stalled RDMA CM exchanges failed (siw): once more");
+        let port = (port.parse::<u16>().unwrap() + 100 * attempt).to_string();
         (code, text, err) = four_ranks_job(devices, perf_args, &port);
     }
     let v: serde_json::Value = serde_json::from_str(text.trim())
@@ -646,12 +657,48 @@ fn cells(v: &serde_json::Value) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Whether verdict `d`, which names the slowed ranks `ranks` but is not
+/// the fault's own verdict, is explained by the rig's noise: a healthy cell
+/// (not in `slow`) of one of those ranks, sending or receiving, under the
+/// verdict's low line times its median (`nicK_lowline`, `nicK_median_gbps`).
+fn noise_explains(
+    d: &serde_json::Value,
+    g: &[Vec<f64>],
+    slow: &[(usize, usize)],
+    ranks: &[usize],
+) -> bool {
+    let numbers = d["numbers"].as_object();
+    let number = |suffix: &str| {
+        numbers
+            .into_iter()
+            .flatten()
+            .find(|(k, _)| k.ends_with(suffix))
+            .and_then(|(_, v)| v.as_f64())
+    };
+    let (Some(line), Some(median)) = (number("_lowline"), number("_median_gbps")) else {
+        return false;
+    };
+    ranks.iter().any(|&r| {
+        (0..g.len()).filter(|&o| o != r).any(|o| {
+            [(r, o), (o, r)]
+                .iter()
+                .any(|cell| !slow.contains(cell) && g[cell.0][cell.1] < line * median)
+        })
+    })
+}
+
 /// What a fault test asserts: the cells `slow` (client, server) are under
 /// a third of the median of the other cells (tc's slowdown is in the
 /// matrix, far outside the rig's noise), a verdict names exactly the ranks
 /// `guilty`, as one of `kinds`, and the retest confirmed it (it measured
 /// the fault again against ranks judged good and saw it: status "fail",
-/// the job's exit 2); any verdict that names one of them names them all.
+/// the job's exit 2). Any other verdict that names one of them must be
+/// the rig's own noise, shown by the matrix: a healthy (not slowed) cell of
+/// that rank under the verdict's own low line (seen with one core busy:
+/// rank 1 -> 0 at 0.62 of the median beside the slowed link 1 <-> 2, rank
+/// 1's row median then 0.62, under the line 0.69, and the retest saw it
+/// again: a host verdict on rank 1 as well as the link's). A verdict on a
+/// slowed rank that its healthy cells do not explain fails the test.
 ///
 /// Not asserted: that there is no verdict about other ranks. Under
 /// emulation the healthy cells of one job spread by a factor of 2 (flows
@@ -694,13 +741,22 @@ fn fault_seen(
             .map(|h| h.as_str().unwrap())
             .collect();
         hosts.sort_unstable();
-        // A verdict about the fault names all its ranks, as the fault's kind.
-        if hosts.iter().any(|h| want.contains(h)) {
-            assert_eq!(hosts, want, "{d}");
+        // The fault's verdict names all its ranks, as the fault's kind.
+        if hosts == want {
             assert!(kinds.iter().any(|k| d["kind"] == *k), "{d}");
             assert_eq!(d["status"], "fail", "confirmed by the retest: {d}");
             assert_eq!(d["seen_again"], true, "{d}");
             found = true;
+        } else if hosts.iter().any(|h| want.contains(h)) {
+            let ranks: Vec<usize> = guilty
+                .iter()
+                .copied()
+                .filter(|&r| hosts.contains(&names[r].as_str()))
+                .collect();
+            assert!(
+                noise_explains(d, &g, slow, &ranks),
+                "a verdict on the slowed ranks {ranks:?} that their healthy cells do not explain: {d}\n{g:?}"
+            );
         }
     }
     assert!(

@@ -68,13 +68,19 @@ impl Channel {
         Ok(Arc::new(Channel(Ptr(ch))))
     }
 
-    /// The next event, copied and acknowledged, or a timeout.
-    fn next(&self, timeout: Duration, what: &str) -> Result<Event> {
+    /// The next event, copied and acknowledged, or a timeout. Each
+    /// `rdma_get_cm_event` runs under `qp`, the lock of the id the channel
+    /// serves: on REJECTED and CONNECT_RESPONSE librdmacm modifies the id's
+    /// QP (`id->qp`), which that lock keeps from being destroyed meanwhile
+    /// (issue 34 hole 4). It is not held while sleeping.
+    fn next(&self, timeout: Duration, what: &str, qp: &QpSlot) -> Result<Event> {
         let lib = ffi::rdmacm()?;
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         loop {
             let mut ev: *mut sys::rdma_cm_event = std::ptr::null_mut();
-            // SAFETY: live channel (non-blocking); ev is writable.
+            let own = qp.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: live channel (non-blocking); ev is writable. The id's
+            // QP, if any, is not destroyed while `own` is held.
             let rc = unsafe { lib.rdma_get_cm_event(self.0.0, &mut ev) };
             if rc == 0 && !ev.is_null() {
                 // SAFETY: ev is a live event until acked; the private data
@@ -106,6 +112,7 @@ impl Channel {
                 return Ok(out);
             }
             let err = std::io::Error::last_os_error();
+            drop(own);
             if err.kind() != std::io::ErrorKind::WouldBlock
                 && err.kind() != std::io::ErrorKind::Interrupted
             {
@@ -173,9 +180,14 @@ pub(crate) struct CmIdInner {
     connected: AtomicBool,
     /// The QP made on this id, if any: creating and destroying it happen
     /// under this lock, so clones of the id on several threads can never
-    /// both create one, and a value only destroys the QP it created.
-    qp: std::sync::Mutex<Option<Ptr<sys::ibv_qp>>>,
+    /// both create one, and a value only destroys the QP it created. Every
+    /// librdmacm call that may touch `id->qp` (`rdma_disconnect`,
+    /// `rdma_get_cm_event`, `rdma_connect`, `rdma_accept`) runs under it too.
+    qp: QpSlot,
 }
+
+/// The lock of an id's QP (see [`CmIdInner`]).
+type QpSlot = std::sync::Mutex<Option<Ptr<sys::ibv_qp>>>;
 
 impl Drop for CmIdInner {
     fn drop(&mut self) {
@@ -216,7 +228,7 @@ impl CmIdInner {
     }
 
     fn expect(&self, want: u32, step: &str, timeout: Duration) -> Result<Event> {
-        let ev = self.channel().next(timeout, step)?;
+        let ev = self.channel().next(timeout, step, &self.qp)?;
         if ev.kind != want {
             return Err(cm_error(step, want, &ev));
         }
@@ -505,8 +517,12 @@ impl CmId {
         self.check_qp(qp)?;
         let lib = ffi::rdmacm()?;
         let mut p = params.raw(qp, None)?;
-        // SAFETY: live id with its QP; p and its private data live across the call.
-        let rc = unsafe { lib.rdma_connect(self.inner.id.0, &mut p) };
+        let rc = {
+            let _qp = self.inner.qp.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: live id with its QP (borrowed, and under the lock its
+            // destruction takes); p and its private data live across the call.
+            unsafe { lib.rdma_connect(self.inner.id.0, &mut p) }
+        };
         Error::check("rdma_connect", rc)?;
         let step = format!(
             "connect to {}",
@@ -526,7 +542,12 @@ impl CmId {
             return Ok(());
         }
         let lib = ffi::rdmacm()?;
-        // SAFETY: live id.
+        // rdma_disconnect moves `id->qp` to ERR (IB, RoCE) or SQD (iWARP):
+        // under the lock that the QP's destruction takes, so that a clone's
+        // QP dropped on another thread is never modified after it was
+        // destroyed (issue 34 hole 4); a destroyed QP's pointer is null.
+        let _qp = self.inner.qp.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: live id; its QP, if any, is live while the lock is held.
         let rc = unsafe { lib.rdma_disconnect(self.inner.id.0) };
         Error::check("rdma_disconnect", rc)
     }
@@ -683,8 +704,13 @@ impl ConnectRequest {
         self.id.check_qp(qp)?;
         let lib = ffi::rdmacm()?;
         let mut p = params.raw(qp, Some((self.responder_resources, self.initiator_depth)))?;
-        // SAFETY: live id with its QP; p lives across the call.
-        let rc = unsafe { lib.rdma_accept(self.id.inner.id.0, &mut p) };
+        let rc = {
+            let _qp = self.id.inner.qp.lock().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: live id with its QP (borrowed, and under the lock its
+            // destruction takes: rdma_accept modifies it); p lives across
+            // the call.
+            unsafe { lib.rdma_accept(self.id.inner.id.0, &mut p) }
+        };
         Error::check("rdma_accept", rc)?;
         self.id.inner.expect(
             sys::RDMA_CM_EVENT_ESTABLISHED,

@@ -14,9 +14,14 @@ use erdma_sys as sys;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ffi::{self, Ptr};
-use crate::pending::WrId;
+use crate::pending::{self, WrId};
 use crate::port::c_enum;
 use crate::qp::QpShared;
+
+#[cfg(feature = "tokio")]
+mod asyncio;
+#[cfg(feature = "tokio")]
+pub use asyncio::AsyncCompletionQueue;
 
 c_enum! {
     /// Status of a work completion (`ibv_wc_status`); `Display` gives the
@@ -229,6 +234,9 @@ pub(crate) struct CqInner {
     /// Calls of [`CompletionQueue::poll`] in progress: dedication waits for
     /// them, so that none that began before takes a lane's completions.
     pollers: AtomicU32,
+    /// Whether `qps` has retired QPs (read without the lock on the polling
+    /// path, which looks at the list only when it is set).
+    has_retired: AtomicBool,
 }
 
 /// The QPs attached to a CQ, by generation, and the completions their queues
@@ -237,6 +245,19 @@ pub(crate) struct CqInner {
 struct Attached {
     by_generation: HashMap<u32, Weak<QpShared>, BuildHasherDefault<GenHasher>>,
     reserved: u64,
+    /// QPs dropped (and destroyed) with requests outstanding on a queue
+    /// using this CQ: their completions may still be here (issue 34 hole
+    /// 10). Each keeps its generation held and `left` entries of
+    /// `reserved`, until that many of its completions were polled or the
+    /// CQ is seen empty.
+    retired: Vec<Retired>,
+}
+
+/// A dropped QP whose completions may still be in a CQ.
+struct Retired {
+    generation: u32,
+    /// The most completions of it that can still be in the CQ.
+    left: u64,
 }
 
 /// Hashes a QP generation for [`Attached`]: generations are handed out by
@@ -264,6 +285,10 @@ impl Hasher for GenHasher {
 
 impl Drop for CqInner {
     fn drop(&mut self) {
+        let a = self.qps.get_mut().unwrap_or_else(|e| e.into_inner());
+        for r in a.retired.drain(..) {
+            pending::release_generation(r.generation);
+        }
         if let Ok(lib) = ffi::verbs() {
             // SAFETY: every QP using this CQ holds an Arc to it, so none is
             // left; completion events were acked when received.
@@ -289,6 +314,30 @@ impl fmt::Debug for CompletionQueue {
             .field("entries", &self.inner.entries)
             .field("channel", &self.inner.channel.is_some())
             .finish()
+    }
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+thread_local! {
+    /// How long the next poll on this thread that gets completions pauses
+    /// before translating them (once): a test hook that holds a poll in
+    /// progress, with completions in hand, where a race would be.
+    static PAUSE_AFTER_POLL: std::cell::Cell<Duration> = const { std::cell::Cell::new(Duration::ZERO) };
+}
+
+/// Makes the next poll on this thread that gets completions pause for `d`
+/// before translating them (feature `fault-injection`, for tests only).
+#[cfg(any(test, feature = "fault-injection"))]
+#[doc(hidden)]
+pub fn pause_next_poll(d: Duration) {
+    PAUSE_AFTER_POLL.with(|p| p.set(d));
+}
+
+#[cfg(any(test, feature = "fault-injection"))]
+fn pause_after_poll() {
+    let d = PAUSE_AFTER_POLL.with(|p| p.replace(Duration::ZERO));
+    if !d.is_zero() {
+        std::thread::sleep(d);
     }
 }
 
@@ -352,6 +401,7 @@ impl CompletionQueue {
                 qps: Mutex::new(Attached::default()),
                 dedicated: AtomicBool::new(false),
                 pollers: AtomicU32::new(0),
+                has_retired: AtomicBool::new(false),
             }),
         })
     }
@@ -411,6 +461,104 @@ impl CompletionQueue {
         a.reserved = a.reserved.saturating_sub(u64::from(n));
     }
 
+    /// A QP that used this CQ for a queue of depth `reserved`, with
+    /// `outstanding` requests on it, was dropped and destroyed: its
+    /// completions left here are stale. Gives back the depth, except
+    /// `outstanding` entries (the most completions of it that can still be
+    /// here), kept with its generation until they are polled or the CQ is
+    /// seen empty ([`CompletionQueue::sweep`]). Called after the QP was
+    /// destroyed, after which the device adds no completion of it.
+    pub(crate) fn retire(&self, generation: u32, reserved: u32, outstanding: usize) {
+        let mut a = self.attached();
+        let keep = (outstanding as u64).min(u64::from(reserved));
+        a.reserved = a.reserved.saturating_sub(u64::from(reserved) - keep);
+        if keep == 0 {
+            return;
+        }
+        if self.is_dedicated() {
+            // A lane's CQ: the lane drained it when it took it, and its own
+            // QP's requests are not tracked here.
+            a.reserved = a.reserved.saturating_sub(keep);
+            return;
+        }
+        match a.retired.iter_mut().find(|r| r.generation == generation) {
+            // Both queues of the QP on this CQ.
+            Some(r) => r.left += keep,
+            None => {
+                pending::hold_generation(generation);
+                a.retired.push(Retired {
+                    generation,
+                    left: keep,
+                });
+            }
+        }
+        self.inner.has_retired.store(true, Ordering::Release);
+    }
+
+    /// A completion of the dropped QP of `generation` was polled: one
+    /// fewer can be left.
+    #[cold]
+    fn stale(&self, generation: u32) {
+        if !self.inner.has_retired.load(Ordering::Acquire) {
+            return;
+        }
+        let mut a = self.attached();
+        let Some(i) = a.retired.iter().position(|r| r.generation == generation) else {
+            return;
+        };
+        a.reserved = a.reserved.saturating_sub(1);
+        a.retired[i].left -= 1;
+        if a.retired[i].left == 0 {
+            a.retired.swap_remove(i);
+            pending::release_generation(generation);
+            if a.retired.is_empty() {
+                self.inner.has_retired.store(false, Ordering::Release);
+            }
+        }
+    }
+
+    /// Called when the CQ returned fewer completions than asked while
+    /// dropped QPs are retired here: under the lock (no QP retires
+    /// meanwhile), and when no other poll is running (one could hold a
+    /// stale completion it has not translated yet), polls once more; an
+    /// empty CQ then holds no completion of any retired QP (each was
+    /// destroyed before it was retired), so their depths and generations
+    /// are given back. A completion that poll finds is translated into
+    /// `out` (room for one is checked); returns how many were written.
+    #[cold]
+    fn sweep(&self, out: &mut [WorkCompletion]) -> usize {
+        if out.is_empty() {
+            return 0;
+        }
+        let mut wc = MaybeUninit::<sys::ibv_wc>::zeroed();
+        let n = {
+            let mut a = self.attached();
+            if self.inner.pollers.load(Ordering::SeqCst) != 1 {
+                return 0;
+            }
+            // SAFETY: live CQ; wc has room for one entry.
+            let n = unsafe { sys::inline::ibv_poll_cq(self.inner.raw.0, 1, wc.as_mut_ptr()) };
+            if n == 0 {
+                let Attached {
+                    retired, reserved, ..
+                } = &mut *a;
+                for r in retired.drain(..) {
+                    *reserved = reserved.saturating_sub(r.left);
+                    pending::release_generation(r.generation);
+                }
+                self.inner.has_retired.store(false, Ordering::Release);
+            }
+            n
+        };
+        if n <= 0 {
+            // An error is reported by the next poll.
+            return 0;
+        }
+        // SAFETY: zeroed (a valid ibv_wc), and the provider wrote one entry.
+        let wc = unsafe { wc.assume_init() };
+        self.translate(std::slice::from_ref(&wc), out)
+    }
+
     /// Completions outstanding at most on the queues attached to this CQ.
     pub fn reserved(&self) -> u64 {
         self.attached().reserved
@@ -440,7 +588,9 @@ impl CompletionQueue {
     ) -> Result<()> {
         let mut a = self.attached();
         let attached = a.by_generation.keys().filter(|&&g| g != generation).count();
-        let others = if a.reserved > own {
+        // Dropped QPs' leftovers are no other user: the lane drains them.
+        let retired: u64 = a.retired.iter().map(|r| r.left).sum();
+        let others = if a.reserved.saturating_sub(retired) > own {
             attached.max(1)
         } else {
             attached
@@ -460,11 +610,31 @@ impl CompletionQueue {
             // SeqCst with poll's increment and load: either a poll sees the
             // mark, or this sees the poll and waits until it has returned.
             self.inner.dedicated.store(true, Ordering::SeqCst);
+            // Wait with the lock released (issue 34 hole 9): a poll in
+            // progress takes it to translate what it polled, and would wait
+            // for this thread while this thread waits for it. Meanwhile the
+            // mark, set under the lock, keeps new QPs and new polls out.
+            drop(a);
             while self.inner.pollers.load(Ordering::SeqCst) != 0 {
-                std::hint::spin_loop();
+                std::thread::yield_now();
             }
         }
         Ok(())
+    }
+
+    /// A lane's CQ was drained (raw, after [`CompletionQueue::dedicate`]
+    /// marked it): no completion of a retired QP is left, and none is ever
+    /// matched here again, so their depths and generations are given back.
+    pub(crate) fn drained(&self) {
+        let mut a = self.attached();
+        let Attached {
+            retired, reserved, ..
+        } = &mut *a;
+        for r in retired.drain(..) {
+            *reserved = reserved.saturating_sub(r.left);
+            pending::release_generation(r.generation);
+        }
+        self.inner.has_retired.store(false, Ordering::Release);
     }
 
     /// Undoes [`CompletionQueue::dedicate`] for a lane that was not made.
@@ -538,11 +708,18 @@ impl CompletionQueue {
                 return Err(poll_error(n));
             }
             let n = (n as usize).min(want);
+            #[cfg(any(test, feature = "fault-injection"))]
+            if n > 0 {
+                pause_after_poll();
+            }
             // SAFETY: the first `want` >= n entries were zeroed above (and the
             // provider wrote the first n): they are initialized ibv_wc values.
             let got = unsafe { std::slice::from_raw_parts(raw.as_ptr().cast::<sys::ibv_wc>(), n) };
             total += self.translate(got, &mut out[total..]);
             if n < want {
+                if self.inner.has_retired.load(Ordering::Relaxed) {
+                    total += self.sweep(&mut out[total..]);
+                }
                 break;
             }
         }
@@ -575,14 +752,17 @@ impl CompletionQueue {
                     }
                     let qp = last.as_ref().and_then(|(_, q)| q.as_ref());
                     match qp.filter(|q| q.generation() == id.generation) {
-                        Some(qp) => match qp.complete(id) {
+                        Some(qp) => match qp.complete(id, wc.status != sys::IBV_WC_SUCCESS) {
                             Some(user) => user,
                             // Not outstanding on this QP: nothing to release
                             // and nobody to report it to.
                             None => continue,
                         },
                         // The QP is gone: its memory was released with it.
-                        None => continue,
+                        None => {
+                            self.stale(id.generation);
+                            continue;
+                        }
                     }
                 }
             };
@@ -603,7 +783,7 @@ impl CompletionQueue {
                 "the output slice is empty",
             ));
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         loop {
             let n = self.poll(out)?;
             if n > 0 {
@@ -677,7 +857,7 @@ impl CompletionQueue {
     /// `timeout`. Error completions are returned, not turned into errors:
     /// check each with [`WorkCompletion::ok`].
     pub fn collect(&self, n: usize, timeout: Duration) -> Result<Vec<WorkCompletion>> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let mut out = Vec::with_capacity(n);
         let mut buf = [WorkCompletion::default(); POLL_BATCH];
         while out.len() < n {

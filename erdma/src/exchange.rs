@@ -59,7 +59,7 @@ impl ExchangeListener {
 
     /// Accepts one peer, waiting at most `timeout`.
     pub fn accept(&self, timeout: Duration) -> Result<Exchange> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         self.listener
             .set_nonblocking(true)
             .map_err(|e| Error::io("accept on", &self.addr, &e))?;
@@ -113,7 +113,7 @@ impl Exchange {
     /// Connects to `addr` (`host:port`), retrying while nothing listens yet,
     /// for at most `timeout`.
     pub fn connect(addr: &str, timeout: Duration) -> Result<Exchange> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::deadline::after(timeout);
         let addrs: Vec<SocketAddr> = addr
             .to_socket_addrs()
             .map_err(|e| Error::io("resolve", addr, &e))?
@@ -261,6 +261,22 @@ mod tests {
             std::thread::spawn(move || Exchange::connect(&addr, Duration::from_secs(5)).unwrap());
         let a = l.accept(Duration::from_secs(5)).unwrap();
         (a, t.join().unwrap())
+    }
+
+    /// Issue 34 hole 12: `Duration::MAX` ("wait for ever") as a timeout
+    /// panicked (`Instant + Duration` overflow) before the first try.
+    #[test]
+    fn duration_max_timeouts_wait_instead_of_panicking() {
+        let l = ExchangeListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = std::thread::spawn(move || Exchange::connect(&addr, Duration::MAX).unwrap());
+        let mut a = l.accept(Duration::MAX).unwrap();
+        let mut b = t.join().unwrap();
+        a.set_timeout(Duration::MAX).unwrap();
+        b.set_timeout(Duration::MAX).unwrap();
+        let t = std::thread::spawn(move || b.barrier().unwrap());
+        a.barrier().unwrap();
+        t.join().unwrap();
     }
 
     #[test]

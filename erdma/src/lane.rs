@@ -358,8 +358,10 @@ impl Lane {
         let shared = scq.as_raw() == rcq.as_raw();
         dedicate(&qp, &scq, if shared { None } else { Some(&rcq) })?;
         drain(&ops, &scq);
+        scq.drained();
         if !shared {
             drain(&ops, &rcq);
+            rcq.drained();
         }
 
         Ok(Lane {

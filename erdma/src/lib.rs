@@ -1,6 +1,6 @@
 //! Safe RDMA verbs for Alibaba Cloud eRDMA NICs and any rdma-core device.
 //!
-//! Layers (cudarc style): [`sys`] is the raw FFI (bindgen at build time,
+//! Layers (cudarc style): [`sys`] is the raw FFI (checked-in bindgen output,
 //! libibverbs/librdmacm loaded at run time, so binaries start on hosts
 //! without rdma-core); this crate is the safe API on top.
 //!
@@ -44,12 +44,18 @@
 //! ```
 #![warn(missing_docs)]
 
+// The crate's README (crates.io's page): its example is compiled by the doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctest;
+
 /// The raw FFI layer (`erdma-sys`).
 pub use erdma_sys as sys;
 
 pub mod cm;
 pub mod context;
 pub mod cq;
+mod deadline;
 pub mod device;
 pub mod endpoint;
 pub mod error;
@@ -74,6 +80,8 @@ pub mod nccl;
 pub use context::{
     AtomicCap, Context, DeviceAttributes, ERDMA_VENDOR_ID, ERDMA_VENDOR_PART_ID, Protocol,
 };
+#[cfg(feature = "tokio")]
+pub use cq::AsyncCompletionQueue;
 pub use cq::{CompletionQueue, CqOptions, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DeviceList, Guid, NoDevicesReason, Transport, devices};
 pub use endpoint::{ConnectOptions, Endpoint};
@@ -93,7 +101,14 @@ pub use pd::ProtectionDomain;
 #[cfg(feature = "fault-injection")]
 #[doc(hidden)]
 pub mod fault {
+    pub use crate::cq::pause_next_poll;
     pub use crate::mr::inject_dereg_failures;
+
+    /// Makes the next QP generations start at `g` (at most `2^30 - 1`): a
+    /// test reaches the wrap of the 30-bit generations at once.
+    pub fn start_generations_at(g: u32) {
+        crate::pending::start_generations_at(g);
+    }
 }
 pub use port::{LinkLayer, Mtu, PhysState, PortAttributes, PortState};
 pub use qp::{

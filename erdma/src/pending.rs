@@ -12,9 +12,9 @@
 //! number. A completion whose generation is unknown is stale and releases
 //! nothing.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use smallvec::SmallVec;
 
@@ -92,21 +92,67 @@ impl WrId {
 
 static NEXT_GENERATION: AtomicU32 = AtomicU32::new(1);
 
-/// A generation for a new QP: never 0, unique among the last 2^30 - 1.
+/// The generations in use, with how many holders each has: a live QP, and
+/// each CQ that may still hold completions of it after it was dropped
+/// (`CompletionQueue::retire`). A generation is handed out again only when
+/// no one holds it (issue 34 hole 8: after 2^30 creations the counter wraps,
+/// and a repeated generation let one QP's completion release another's live
+/// request). Taken only when a QP is created or dropped and when a CQ
+/// forgets a dropped QP, never while polling a live one.
+static IN_USE: Mutex<BTreeMap<u32, u32>> = Mutex::new(BTreeMap::new());
+
+fn in_use() -> MutexGuard<'static, BTreeMap<u32, u32>> {
+    // Plain inserts and removals: a panic cannot leave the map inconsistent.
+    IN_USE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A generation for a new QP, held for it until [`release_generation`]:
+/// never 0, and never one in use (a live QP's, or a dropped QP's whose
+/// completions may still be in a CQ).
 pub(crate) fn next_generation() -> u32 {
+    let mut used = in_use();
     loop {
         let g = NEXT_GENERATION.fetch_add(1, Ordering::Relaxed) & GEN_MASK;
-        if g != 0 {
+        if g != 0 && !used.contains_key(&g) {
+            used.insert(g, 1);
             return g;
         }
     }
+}
+
+/// One more holder of generation `g` (a CQ that may still hold completions
+/// of its dropped QP).
+pub(crate) fn hold_generation(g: u32) {
+    *in_use().entry(g).or_insert(0) += 1;
+}
+
+/// One holder of `g` fewer; free for a new QP when none is left.
+pub(crate) fn release_generation(g: u32) {
+    let mut used = in_use();
+    if let Some(n) = used.get_mut(&g) {
+        *n -= 1;
+        if *n == 0 {
+            used.remove(&g);
+        }
+    }
+}
+
+/// Makes the next generations start at `g` (feature `fault-injection`, for
+/// tests only): with `g` near `2^30` a test reaches the wrap at once.
+#[cfg(any(test, feature = "fault-injection"))]
+pub(crate) fn start_generations_at(g: u32) {
+    NEXT_GENERATION.store(g, Ordering::Relaxed);
 }
 
 /// A posted request: its sequence number, the caller's wr_id and what it holds.
 struct Entry {
     seq: u64,
     user: u64,
+    /// Posted signaled: the device reports its completion.
     signaled: bool,
+    /// The caller asked for its completion (an unsignaled READ or atomic is
+    /// posted signaled, and its successful completion is not reported).
+    report: bool,
     _leases: Leases,
 }
 
@@ -146,6 +192,24 @@ impl Queue {
             seq,
             user,
             signaled,
+            report: signaled,
+            _leases: leases,
+        });
+    }
+
+    /// Records a request the caller posted unsignaled but that was posted
+    /// signaled because the device writes local memory for it (an RDMA READ's
+    /// sink, an atomic's result): only its own completion releases that
+    /// memory, since a later request's completion does not prove it written
+    /// on every provider (issue 34 hole 1: siw completes a WRITE or SEND when
+    /// it is sent, before an earlier READ's response has landed). Its
+    /// completion is reported only when it failed.
+    pub(crate) fn push_silent(&mut self, seq: u64, user: u64, leases: Leases) {
+        self.entries.push_back(Entry {
+            seq,
+            user,
+            signaled: true,
+            report: false,
             _leases: leases,
         });
     }
@@ -161,30 +225,36 @@ impl Queue {
         self.entries.truncate(keep);
     }
 
-    /// The completion of the request whose sequence number ends in `seq`:
-    /// removes it, and the unsignaled requests posted before it (a send
-    /// queue completes in order, so they are done too), releasing what they
-    /// held; returns the caller's wr_id. Signaled requests before it stay:
-    /// their own completions (polled by another thread) release them. `None`
-    /// when no outstanding request matches.
-    pub(crate) fn complete(&mut self, seq: u32) -> Option<u64> {
+    /// The completion (`failed`: with an error status) of the request whose
+    /// sequence number ends in `seq`: removes it, and the unsignaled
+    /// requests posted before it (sends and WRITEs, whose memory the device
+    /// only reads: the send queue processed them before this one), releasing
+    /// what they held; returns the caller's wr_id when the completion is to
+    /// be reported. Signaled requests before it stay: their own completions
+    /// (polled by another thread) release them; so do READs and atomics,
+    /// always posted signaled ([`Queue::push_silent`]). `None` when no
+    /// outstanding request matches, or for the success of a request posted
+    /// signaled only for its memory's sake.
+    pub(crate) fn complete(&mut self, seq: u32, failed: bool) -> Option<u64> {
+        let reported = |e: Entry| (e.report || failed).then_some(e.user);
         // The usual case: the oldest request (nothing before it to release).
         if self.entries.front().is_some_and(|e| e.seq as u32 == seq) {
-            return self.entries.pop_front().map(|e| e.user);
+            return self.entries.pop_front().and_then(reported);
         }
         let pos = self.entries.iter().position(|e| e.seq as u32 == seq)?;
         if self.entries.iter().take(pos).all(|e| !e.signaled) {
             self.entries.drain(..pos);
-            return self.entries.pop_front().map(|e| e.user);
+            return self.entries.pop_front().and_then(reported);
         }
-        let user = self.entries[pos].user;
+        let e = &self.entries[pos];
+        let user = (e.report || failed).then_some(e.user);
         let mut i = 0;
         self.entries.retain(|e| {
             let keep = i > pos || (i < pos && e.signaled);
             i += 1;
             keep
         });
-        Some(user)
+        user
     }
 
     /// Gives up the requests without releasing what they hold: for a QP the
@@ -230,11 +300,11 @@ impl Pending {
     }
 
     /// The completion of a tracked request of this QP (see [`Queue::complete`]).
-    pub(crate) fn complete(&mut self, id: WrId) -> Option<u64> {
+    pub(crate) fn complete(&mut self, id: WrId, failed: bool) -> Option<u64> {
         if id.recv {
-            self.rq.complete(id.seq)
+            self.rq.complete(id.seq, failed)
         } else {
-            self.sq.complete(id.seq)
+            self.sq.complete(id.seq, failed)
         }
     }
 }
@@ -302,21 +372,81 @@ mod tests {
         assert_eq!(WrId::decode(u64::MAX >> 2), None);
     }
 
+    /// The tests that move the generation counter run one at a time.
+    fn generations() -> std::sync::MutexGuard<'static, ()> {
+        static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn generations_are_unique_and_nonzero() {
+        let _g = generations();
         let a = next_generation();
         let b = next_generation();
         assert_ne!(a, 0);
         assert_ne!(a, b);
         assert!(a <= GEN_MASK && b <= GEN_MASK);
+        release_generation(a);
+        release_generation(b);
+    }
+
+    /// Issue 34 hole 8: at the wrap, a generation still held (a live QP, or
+    /// a dropped one whose completions a CQ may hold) is skipped, and so is
+    /// 0; it is handed out again once every holder released it.
+    #[test]
+    fn generations_in_use_are_skipped_at_the_wrap() {
+        let _g = generations();
+        start_generations_at(GEN_MASK - 1);
+        let live = next_generation();
+        let retired = next_generation();
+        assert_eq!((live, retired), (GEN_MASK - 1, GEN_MASK));
+        hold_generation(retired); // a CQ keeps the dropped QP's generation
+        release_generation(retired); // the QP itself is dropped
+        // The counter comes round to the same numbers (2^30 creations later).
+        start_generations_at(GEN_MASK - 1);
+        let next = next_generation();
+        assert!(next != live && next != retired && next != 0, "{next:#x}");
+        assert_eq!(next, 1, "after GEN_MASK - 1, GEN_MASK (held) and 0");
+        release_generation(retired); // the CQ forgot the dropped QP
+        start_generations_at(GEN_MASK);
+        assert_eq!(next_generation(), GEN_MASK, "free again");
+        for g in [live, next, GEN_MASK] {
+            release_generation(g);
+        }
+        assert!(!in_use().contains_key(&GEN_MASK));
+        start_generations_at(1);
+    }
+
+    /// Issue 34 hole 1: a READ (or atomic) the caller posted unsignaled is
+    /// posted signaled and kept until its own completion: a later WRITE's
+    /// completion (which siw reports when the WRITE is sent, before the
+    /// READ's response has landed) releases the unsignaled sends before it,
+    /// not the READ's sink. The READ's own success is not reported, its
+    /// failure is.
+    #[test]
+    fn reads_are_released_only_by_their_own_completion() {
+        let live = Arc::new(AtomicUsize::new(0));
+        let mut q = Queue::new(16);
+        q.push(0, 100, false, lease(&live)); // unsignaled SEND
+        q.push_silent(1, 101, lease(&live)); // unsignaled READ
+        q.push(2, 102, false, lease(&live)); // unsignaled WRITE
+        q.push(3, 103, true, lease(&live)); // signaled WRITE
+        assert_eq!(q.complete(3, false), Some(103));
+        assert_eq!(q.len(), 1, "the READ stays");
+        assert_eq!(live.load(Ordering::Acquire), 1, "its sink is still held");
+        assert_eq!(q.complete(1, false), None, "its success is not reported");
+        assert_eq!((q.len(), live.load(Ordering::Acquire)), (0, 0));
+        q.push_silent(4, 104, lease(&live));
+        assert_eq!(q.complete(4, true), Some(104), "a failure is reported");
+        assert_eq!(live.load(Ordering::Acquire), 0);
     }
 
     #[test]
     fn in_order_completion_releases() {
         let live = Arc::new(AtomicUsize::new(0));
         let mut q = queue(&[true, true, true, true], &live);
-        assert_eq!(q.complete(0), Some(100));
-        assert_eq!(q.complete(1), Some(101));
+        assert_eq!(q.complete(0, false), Some(100));
+        assert_eq!(q.complete(1, false), Some(101));
         assert_eq!(q.len(), 2);
         assert_eq!(live.load(Ordering::Acquire), 2);
     }
@@ -325,7 +455,7 @@ mod tests {
     fn unsignaled_complete_with_next_signaled() {
         let live = Arc::new(AtomicUsize::new(0));
         let mut q = queue(&[false, false, true, false], &live);
-        assert_eq!(q.complete(2), Some(102));
+        assert_eq!(q.complete(2, false), Some(102));
         assert_eq!(q.len(), 1);
         assert_eq!(live.load(Ordering::Acquire), 1, "the three done released");
     }
@@ -335,10 +465,10 @@ mod tests {
         // Two pollers: seq 2's completion handled before seq 0's.
         let live = Arc::new(AtomicUsize::new(0));
         let mut q = queue(&[true, false, true, true], &live);
-        assert_eq!(q.complete(2), Some(102));
+        assert_eq!(q.complete(2, false), Some(102));
         assert_eq!(live.load(Ordering::Acquire), 2, "seq 1 went with seq 2");
-        assert_eq!(q.complete(0), Some(100));
-        assert_eq!(q.complete(0), None, "a duplicate matches nothing");
+        assert_eq!(q.complete(0, false), Some(100));
+        assert_eq!(q.complete(0, false), None, "a duplicate matches nothing");
         assert_eq!(q.len(), 1);
     }
 
@@ -346,7 +476,7 @@ mod tests {
     fn unknown_sequence_releases_nothing() {
         let live = Arc::new(AtomicUsize::new(0));
         let mut q = queue(&[false, true], &live);
-        assert_eq!(q.complete(7), None);
+        assert_eq!(q.complete(7, false), None);
         assert_eq!(live.load(Ordering::Acquire), 2);
     }
 
@@ -359,10 +489,10 @@ mod tests {
             q.push(base + i, i, true, lease(&live));
         }
         // base+2 is 2^32 = seq 0 on the wire.
-        assert_eq!(q.complete(0), Some(2));
-        assert_eq!(q.complete(u32::MAX - 1), Some(0));
-        assert_eq!(q.complete(1), Some(3));
-        assert_eq!(q.complete(u32::MAX), Some(1));
+        assert_eq!(q.complete(0, false), Some(2));
+        assert_eq!(q.complete(u32::MAX - 1, false), Some(0));
+        assert_eq!(q.complete(1, false), Some(3));
+        assert_eq!(q.complete(u32::MAX, false), Some(1));
         assert_eq!(live.load(Ordering::Acquire), 0);
     }
 
@@ -397,7 +527,7 @@ mod tests {
                 p.sq.push(seq, seq, i == 15, lease(&live));
             }
             let last = WrId::decode(WrId::encode(false, 5, p.next_seq - 1)).unwrap();
-            assert_eq!(p.complete(last), Some(p.next_seq - 1));
+            assert_eq!(p.complete(last, false), Some(p.next_seq - 1));
             assert_eq!(p.sq.len(), 0);
         }
         assert_eq!(live.load(Ordering::Acquire), 0);

@@ -524,6 +524,51 @@ fn nonblocking_communicator() {
     comm.destroy().unwrap();
 }
 
+/// Issue 34 holes 2 and 3: a group's end returns only when its operations are enqueued
+/// (a nonblocking communicator's `ncclInProgress` is waited out there, since the buffers'
+/// borrows end with the call), and nothing that NCCL would finish at a group's end is done
+/// inside one: aborting a communicator, creating or destroying a device communicator.
+#[test]
+#[ignore = "needs an NVIDIA GPU and NCCL: scripts/gpu/check-nccl-layer.sh runs it"]
+fn group_ends_when_its_work_is_enqueued_and_refuses_deferred_calls() {
+    let config = Config {
+        blocking: false,
+        timeout: Some(Duration::from_secs(60)),
+        ..Config::default()
+    };
+    let r = rank1(&config);
+    let (c, s, g) = (&r.comm, &r.stream, &r.gpu);
+    for round in 0..20 {
+        let a = DeviceBuffer::from_host(g, &vec![2.0f32; 1 << 16], s).unwrap();
+        let mut b = DeviceBuffer::<f32>::alloc(g, 1 << 16).unwrap();
+        let grp = Group::start(r.nccl).unwrap();
+        grp.all_reduce(c, &a, &mut b, RedOp::SUM, s).unwrap();
+        assert_eq!(grp.end().unwrap(), GroupStatus::Complete, "round {round}");
+        assert!(
+            c.async_error().unwrap(),
+            "round {round}: enqueued at the end"
+        );
+        c.wait(s, WAIT).unwrap();
+        assert!(
+            b.to_vec(s).unwrap().iter().all(|&v| v == 2.0),
+            "round {round}"
+        );
+    }
+    let invalid = |e: NcclError| matches!(e, NcclError::InvalidArgument { .. });
+    let grp = Group::start(r.nccl).unwrap();
+    assert!(invalid(c.abort().unwrap_err()));
+    // SAFETY: any layout: the call is refused before NCCL sees it.
+    let layout = unsafe { erdma::nccl::DevCommLayout::new(64, vec![0; 64], 0, 4) }.unwrap();
+    let e = c
+        .dev_comm_create(&layout, &erdma::nccl::DevRequirements::default())
+        .err()
+        .unwrap();
+    assert!(invalid(e));
+    grp.end().unwrap();
+    let Rank1 { comm, .. } = r;
+    comm.abort().unwrap();
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU and NCCL: scripts/gpu/check-nccl-layer.sh runs it"]
 fn null_stream_and_comm_on_another_thread() {

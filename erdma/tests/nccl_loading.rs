@@ -4,7 +4,9 @@
 
 use std::io::Write;
 
-use erdma::nccl::{DEFAULT_LIBRARY_NAMES, DataType, NCCL_LIBRARY_ENV, Nccl, NcclError, Version};
+use erdma::nccl::{
+    DEFAULT_LIBRARY_NAMES, DataType, Group, GroupStatus, NCCL_LIBRARY_ENV, Nccl, NcclError, Version,
+};
 
 /// Held by the tests that load a real NCCL by path and by the one that checks
 /// the default search: once a `libnccl.so.2` is loaded by path, a dlopen of
@@ -26,7 +28,8 @@ fn default_nccl_loadable() -> bool {
 
 #[test]
 fn nonexistent_path_is_library_not_found() {
-    let e = Nccl::load_from("/nonexistent/dir/libnccl.so.2").unwrap_err();
+    let e = // SAFETY: no such file: nothing is loaded.
+    unsafe { Nccl::load_from("/nonexistent/dir/libnccl.so.2") }.unwrap_err();
     match &e {
         NcclError::LibraryNotFound { tried, detail } => {
             assert_eq!(tried, &["/nonexistent/dir/libnccl.so.2".to_string()]);
@@ -46,7 +49,8 @@ fn nonexistent_path_is_library_not_found() {
 
 #[test]
 fn a_library_that_is_not_nccl_is_refused() {
-    let e = Nccl::load_from("libc.so.6").unwrap_err();
+    let e = // SAFETY: the C library, whose initializers already ran, exports no ncclGetVersion.
+    unsafe { Nccl::load_from("libc.so.6") }.unwrap_err();
     assert_eq!(
         e,
         NcclError::NotNccl {
@@ -67,7 +71,8 @@ fn a_file_that_is_not_a_library_is_library_not_found() {
     let mut f = std::fs::File::create(&path).expect("temp file");
     f.write_all(b"this is not an ELF file\n").expect("write");
     drop(f);
-    let e = Nccl::load_from(&path).unwrap_err();
+    let e = // SAFETY: not an ELF file: the loader refuses it.
+    unsafe { Nccl::load_from(&path) }.unwrap_err();
     let _ = std::fs::remove_file(&path);
     match &e {
         NcclError::LibraryNotFound { detail, .. } => assert!(!detail.is_empty()),
@@ -78,7 +83,8 @@ fn a_file_that_is_not_a_library_is_library_not_found() {
 
 #[test]
 fn a_directory_is_library_not_found() {
-    let e = Nccl::load_from(std::env::temp_dir()).unwrap_err();
+    let e = // SAFETY: a directory: the loader refuses it.
+    unsafe { Nccl::load_from(std::env::temp_dir()) }.unwrap_err();
     assert!(matches!(e, NcclError::LibraryNotFound { .. }), "{e:?}");
 }
 
@@ -127,7 +133,8 @@ fn real_nccl_releases_load_with_the_features_of_their_version() {
             .split_once('=')
             .expect("ERDMA_TEST_NCCL_LIBS: VERSION=PATH");
         let want: Version = release.parse().expect("ERDMA_TEST_NCCL_LIBS: a version");
-        let nccl = Nccl::load_from(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let nccl = // SAFETY: NVIDIA's NCCL releases, fetched by scripts/setup.sh.
+        unsafe { Nccl::load_from(path) }.unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(nccl.version(), want, "{path}");
         assert_eq!(nccl.path(), path);
         assert_eq!(
@@ -162,4 +169,68 @@ fn real_nccl_releases_load_with_the_features_of_their_version() {
         seen.push(want);
     }
     assert!(!seen.is_empty(), "ERDMA_TEST_NCCL_LIBS lists no library");
+}
+
+/// Issue 34 hole 2: NCCL launches a nested group's operations at the outermost
+/// `ncclGroupEnd`, after an inner group's borrows ended. A `Group` is always the outermost:
+/// it does not start inside another group, no unguarded start or end runs inside it, and
+/// one kept open for ever (`mem::forget`) cannot be ended by `end_unguarded`. Group calls
+/// need no GPU: each release of `ERDMA_TEST_NCCL_LIBS` is checked, each on a fresh thread
+/// (NCCL's group depth is per thread).
+#[test]
+fn groups_do_not_nest() {
+    let _serial = loading();
+    let Ok(list) = std::env::var("ERDMA_TEST_NCCL_LIBS") else {
+        eprintln!("skipped: ERDMA_TEST_NCCL_LIBS is not set (scripts/test.sh sets it)");
+        return;
+    };
+    for entry in list.split(':').filter(|e| !e.is_empty()) {
+        let (_, path) = entry.split_once('=').expect("VERSION=PATH");
+        // SAFETY: NVIDIA's NCCL releases, fetched by scripts/setup.sh.
+        let nccl = unsafe { Nccl::load_from(path) }.unwrap_or_else(|e| panic!("{path}: {e}"));
+        let usage = |r: Result<(), NcclError>| matches!(r, Err(NcclError::InvalidArgument { .. }));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let outer = Group::start(nccl).unwrap();
+                assert!(
+                    usage(Group::start(nccl).map(|_| ())),
+                    "{path}: nested Group::start"
+                );
+                assert!(
+                    usage(Group::start_unguarded(nccl)),
+                    "{path}: start_unguarded inside"
+                );
+                assert!(
+                    usage(Group::end_unguarded(nccl).map(|_| ())),
+                    "{path}: end_unguarded inside"
+                );
+                assert_eq!(outer.end().unwrap(), GroupStatus::Complete);
+                // Unguarded groups nest among themselves, but no Group starts inside.
+                Group::start_unguarded(nccl).unwrap();
+                assert!(
+                    usage(Group::start(nccl).map(|_| ())),
+                    "{path}: Group in unguarded"
+                );
+                Group::end_unguarded(nccl).unwrap();
+                // Nothing open any more: a Group starts and ends.
+                Group::start(nccl).unwrap().end().unwrap();
+            })
+            .join()
+            .unwrap();
+            s.spawn(|| {
+                // A group never ended: nothing on this thread can end it.
+                std::mem::forget(Group::start(nccl).unwrap());
+                assert!(
+                    usage(Group::end_unguarded(nccl).map(|_| ())),
+                    "{path}: forgotten group ended"
+                );
+                assert!(
+                    usage(Group::start(nccl).map(|_| ())),
+                    "{path}: Group after forget"
+                );
+            })
+            .join()
+            .unwrap();
+        });
+    }
 }

@@ -170,6 +170,316 @@ fn stale_completion_of_dropped_qp_is_ignored() {
     assert!(r2.as_mut_slice().is_ok());
 }
 
+/// Issue 34 holes 8 and 10, at the wrap of the 30-bit QP generations (test
+/// hook): a QP dropped with completions left in its CQ keeps its generation
+/// (the next QP given the same number would take the stale completion for
+/// its own live request, releasing its buffer) and the CQ room they take
+/// (the next QP could overrun the CQ), until they are polled or the CQ is
+/// seen empty.
+#[cfg(feature = "fault-injection")]
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn dropped_qp_keeps_generation_and_cq_room_until_its_completions_are_gone() {
+    let _siw = siw_qps();
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let init = InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    };
+    let near_wrap = (1 << 30) - 1;
+    erdma::fault::start_generations_at(near_wrap);
+    let old = pd.create_rc_qp(&cq, &cq, &caps(1, 4)).unwrap();
+    old.to_init(&init).unwrap();
+    let r1 = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    for id in [1, 2] {
+        old.post_recv(RecvRequest::new([r1.all()]).wr_id(id))
+            .unwrap();
+    }
+    // ERR flushes both receives: their completions wait in the CQ, unpolled.
+    old.to_error().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(old);
+    assert_eq!(cq.reserved(), 2, "room kept for the two completions left");
+    let e = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap_err();
+    assert!(e.to_string().contains("8 entries"), "{e}");
+    // The counter comes round to the dropped QP's generation.
+    erdma::fault::start_generations_at(near_wrap);
+    let new = pd.create_rc_qp(&cq, &cq, &caps(2, 4)).unwrap();
+    new.to_init(&init).unwrap();
+    let mut r2 = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    new.post_recv(RecvRequest::new([r2.all()]).wr_id(100))
+        .unwrap();
+    let mut wcs = [WorkCompletion::default(); 8];
+    let mut got = Vec::new();
+    for _ in 0..20 {
+        let n = cq.poll(&mut wcs).unwrap();
+        got.extend(wcs[..n].iter().map(|wc| wc.wr_id));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        got,
+        [] as [u64; 0],
+        "the stale completions are not reported"
+    );
+    assert_eq!(
+        r2.in_flight(),
+        1,
+        "the new QP's receive still holds its buffer"
+    );
+    assert!(matches!(r2.as_mut_slice(), Err(Error::Busy { .. })));
+    assert_eq!(new.outstanding(), (0, 1));
+    assert_eq!(
+        cq.reserved(),
+        6,
+        "the stale completions polled, their room given back"
+    );
+    new.to_error().unwrap();
+    let wc = cq.collect(1, T).unwrap()[0];
+    assert_eq!((wc.wr_id, wc.status), (100, WcStatus::WrFlushErr));
+    assert!(r2.as_mut_slice().is_ok());
+
+    // A dropped QP whose requests never complete (a QP in INIT destroyed
+    // with a receive posted): its room comes back once a poll finds the CQ
+    // empty.
+    let quiet = pd.create_rc_qp(&cq, &cq, &caps(1, 1)).unwrap();
+    quiet.to_init(&init).unwrap();
+    quiet
+        .post_recv(RecvRequest::new([r1.all()]).wr_id(7))
+        .unwrap();
+    assert_eq!(cq.reserved(), 8);
+    drop(quiet);
+    assert_eq!(cq.reserved(), 7, "the send queue's room back, one kept");
+    for _ in 0..5 {
+        assert_eq!(cq.poll(&mut wcs).unwrap(), 0);
+    }
+    assert_eq!(cq.reserved(), 6, "an empty poll gave the rest back");
+    drop(new);
+    assert_eq!(cq.reserved(), 0);
+}
+
+/// Issue 34 hole 9: making a lane waits for the polls of its CQ in progress;
+/// it did so holding the lock a poll takes to translate what it polled, so a
+/// poll with leftover completions of a dropped QP in hand and the lane's
+/// creation waited for each other for ever. The test hook holds such a poll
+/// (one stale completion polled, not yet translated) for a second while the
+/// lane is made.
+#[cfg(feature = "fault-injection")]
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn lane_made_while_a_poll_translates_leftovers() {
+    let r = rig();
+    let (a, b) = rc_pair(&r.rxe[0], &r.rxe[1], &caps(4, 4));
+    let peer = b.qp.endpoint(&b.gid).unwrap();
+    let cq = a.ctx.create_cq(64).unwrap();
+    let inbox =
+        a.pd.register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    let old = a.pd.create_rc_qp(&cq, &cq, &caps(4, 8)).unwrap();
+    old.to_init(&InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    })
+    .unwrap();
+    for i in 0..8 {
+        old.post_recv(RecvRequest::new([inbox.slice(..8).unwrap()]).wr_id(100 + i))
+            .unwrap();
+    }
+    // ERR flushes the receives: 8 completions wait in the CQ, unpolled.
+    old.to_error().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(old);
+    let qp = a.pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+    qp.connect(
+        &qp.endpoint(&a.gid).unwrap(),
+        &peer,
+        &ConnectOptions::default(),
+    )
+    .unwrap();
+    let poller = {
+        let cq = cq.clone();
+        std::thread::spawn(move || {
+            erdma::fault::pause_next_poll(Duration::from_secs(1));
+            let mut wc = [WorkCompletion::default(); 1];
+            cq.poll(&mut wc)
+        })
+    };
+    // The poller has its stale completion in hand and sleeps.
+    std::thread::sleep(Duration::from_millis(300));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(Lane::new(qp).map(|l| l.send_credits()));
+    });
+    let credits = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("Lane::new and a poll in progress wait for each other");
+    assert_eq!(credits.unwrap(), cq.entries());
+    assert_eq!(
+        poller.join().unwrap().unwrap(),
+        0,
+        "the stale completion is not reported"
+    );
+}
+
+/// Issue 34 hole 4: `rdma_disconnect` moves the id's QP (`id->qp`) to ERR
+/// inside librdmacm; on a clone of the id it raced the QP's drop, which
+/// destroys that QP (a use after free in C). Both now run under the id's QP
+/// lock: many rounds of a connected id's clone disconnecting while the QP is
+/// dropped on another thread end with the QP destroyed and nothing reported.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn disconnect_on_a_clone_races_the_qp_drop() {
+    let r = rig();
+    let server_addr: std::net::SocketAddr = (r.rxe_ip[1], 7331).into();
+    let rounds = 20;
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = erdma::cm::CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        for _ in 0..rounds {
+            let req = l.get_request(T).unwrap();
+            let ctx = req.context().unwrap();
+            let pd = ctx.alloc_pd().unwrap();
+            let cq = ctx.create_cq(64).unwrap();
+            let qp = req.create_qp(&pd, &cq, &cq, &caps(8, 8)).unwrap();
+            let id = req.accept(&qp, &Default::default(), T).unwrap();
+            id.wait_disconnect(T).unwrap();
+        }
+    });
+    ready_rx.recv().unwrap();
+    for round in 0..rounds {
+        let id = CmId::resolve(server_addr, Some((r.rxe_ip[0], 0).into()), T).unwrap();
+        let ctx = id.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = id.create_qp(&pd, &cq, &cq, &caps(8, 8)).unwrap();
+        id.connect(&qp, &Default::default(), T).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let clone = id.clone();
+        let b = barrier.clone();
+        let t = std::thread::spawn(move || {
+            b.wait();
+            clone.disconnect()
+        });
+        barrier.wait();
+        drop(qp);
+        t.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(cq.reserved(), 0, "round {round}: the QP was destroyed");
+    }
+    server.join().unwrap();
+    eprintln!("{rounds} rounds of disconnect on a clone racing the QP's drop");
+}
+
+/// Issue 34 hole 1: siw completes a signaled WRITE when it is sent, before an
+/// earlier unsignaled RDMA READ's response has landed. Polling the WRITE must
+/// not release the READ's sink: the sink is not lendable (`as_slice`) until the
+/// READ's own completion, and then holds the peer's bytes.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn siw_read_sink_released_only_by_its_own_completion() {
+    let _siw = siw_qps();
+    let r = rig();
+    let ip = r.siw_ip.expect("the rig has siw0/siw1");
+    let len = 1 << 20;
+    let server_addr: std::net::SocketAddr = (ip[1], 7341).into();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = erdma::cm::CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let req = l.get_request(T).unwrap();
+        let ctx = req.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = req.create_qp(&pd, &cq, &cq, &caps(8, 4)).unwrap();
+        let exposed = pd
+            .register(
+                pattern(len, 9),
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+            )
+            .unwrap();
+        let params = erdma::cm::ConnParams {
+            private_data: exposed.remote().to_bytes().to_vec(),
+            ..Default::default()
+        };
+        let id = req.accept(&qp, &params, T).unwrap();
+        let _ = id.wait_disconnect(T);
+    });
+    ready_rx.recv().unwrap();
+    let id = CmId::resolve(server_addr, Some((ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = id.create_qp(&pd, &cq, &cq, &caps(8, 4)).unwrap();
+    let reply = id
+        .connect(&qp, &erdma::cm::ConnParams::default(), T)
+        .unwrap();
+    let remote = RemoteBuffer::from_bytes(&reply).expect("the server sent its buffer");
+    // The READ takes all but the last 64 bytes; the WRITE goes to those (a
+    // READ response may carry a later WRITE's bytes where the two overlap).
+    let part = len - 64;
+    let mut sink = pd
+        .register(vec![0u8; part], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let src = pd.register(vec![1u8; 64], AccessFlags::empty()).unwrap();
+    let want = pattern(len, 9)[..part].to_vec();
+    for round in 0..3 {
+        sink.fill(0);
+        qp.post_send(
+            SendRequest::read([sink.all()], remote.slice(..part).unwrap())
+                .unsignaled()
+                .wr_id(1),
+        )
+        .unwrap();
+        qp.post_send(SendRequest::write([src.all()], remote.slice(part..).unwrap()).wr_id(2))
+            .unwrap();
+        let wc = one(&cq);
+        assert_eq!(
+            (wc.wr_id, wc.status),
+            (2, WcStatus::Success),
+            "round {round}"
+        );
+        // Whenever the sink is lendable, the READ has landed.
+        let t0 = std::time::Instant::now();
+        let mut wcs = [WorkCompletion::default(); 4];
+        loop {
+            match sink.as_slice() {
+                Ok(bytes) => {
+                    let wrong = bytes.iter().zip(&want).filter(|(a, b)| a != b).count();
+                    assert_eq!(
+                        wrong, 0,
+                        "round {round}: the sink was lent with {wrong} of {part} bytes not yet the peer's"
+                    );
+                    break;
+                }
+                Err(Error::Busy { .. }) => {
+                    assert_eq!(
+                        cq.poll(&mut wcs).unwrap(),
+                        0,
+                        "the READ's success is not reported"
+                    );
+                }
+                Err(e) => panic!("{e}"),
+            }
+            assert!(t0.elapsed() < T, "round {round}: the READ never completed");
+        }
+        assert_eq!(qp.outstanding(), (0, 0));
+    }
+    let _ = id.disconnect();
+    drop(qp);
+    drop(id);
+    server.join().unwrap();
+}
+
 /// Clones of one CM id on two threads race to create its QP, many times:
 /// exactly one wins each time, and dropping the winner frees the id for the
 /// next round (no double destroy, no QP destroyed by a value that did not
@@ -252,6 +562,81 @@ fn holds_kept_after_failed_post() {
     let wc = cq.collect(1, T).unwrap()[0];
     assert_eq!(wc.wr_id, 1);
     assert_eq!(r.in_flight(), 0);
+}
+
+/// A batch runs the caller's iterator without the QP's lock (issue 34 hole
+/// 11): an iterator that panics leaves nothing recorded (before, the requests
+/// it had yielded stayed recorded, never posted, holding their regions and
+/// queue slots for ever), and one that uses the QP does not deadlock.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn batch_iterator_panics_or_reenters_the_qp() {
+    let _siw = siw_qps();
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(64).unwrap();
+    let qp = Arc::new(pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap());
+    qp.to_init(&InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    })
+    .unwrap();
+    let mut r = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut n = 0;
+        let it = std::iter::from_fn(|| {
+            n += 1;
+            assert!(n < 3, "the caller's iterator panics");
+            Some(RecvRequest::new([r.all()]).wr_id(n))
+        });
+        qp.post_recv_batch(it)
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(qp.outstanding(), (0, 0), "nothing recorded");
+    assert_eq!(r.in_flight(), 0);
+    assert!(r.as_mut_slice().is_ok());
+
+    // Re-entering the QP from the iterator: each item posts one receive of
+    // its own first. Run on a thread so that a deadlock fails the test.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = {
+        let qp = qp.clone();
+        let r = Arc::new(r);
+        std::thread::spawn(move || {
+            let mut k = 0u64;
+            let it = std::iter::from_fn(|| {
+                k += 1;
+                (k <= 2).then(|| {
+                    qp.post_recv(RecvRequest::new([r.all()]).wr_id(100 + k))
+                        .unwrap();
+                    RecvRequest::new([r.all()]).wr_id(k)
+                })
+            });
+            let posted = qp.post_recv_batch(it);
+            let _ = tx.send((posted, qp.outstanding(), r.in_flight()));
+        })
+    };
+    let (posted, outstanding, in_flight) = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("post_recv_batch deadlocked on an iterator that posts on the same QP");
+    t.join().unwrap();
+    posted.unwrap();
+    assert_eq!(outstanding, (0, 4));
+    assert_eq!(in_flight, 4);
+    qp.to_error().unwrap();
+    let mut ids: Vec<u64> = cq
+        .collect(4, T)
+        .unwrap()
+        .iter()
+        .map(|wc| wc.wr_id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 101, 102]);
+    assert_eq!(qp.outstanding(), (0, 0));
 }
 
 /// perftest's pattern: a run of unsignaled requests closed by a signaled
@@ -448,6 +833,12 @@ fn qp_dropped_while_its_cq_is_polled() {
     );
     driver.join().unwrap();
     let seen = poller.join().unwrap();
+    // The last QPs' leftovers keep their room until a poll has taken them
+    // or found the CQ empty (issue 34 hole 10).
+    let mut wcs = [WorkCompletion::default(); 8];
+    for _ in 0..3 {
+        assert_eq!(cq.poll(&mut wcs).unwrap(), 0, "only stale completions");
+    }
     assert_eq!(cq.reserved(), 0, "every QP was destroyed");
     eprintln!("{rounds} QPs dropped while polled; {seen} completions reported");
 }

@@ -3,7 +3,8 @@
 # root, state and logs under DIR (default: a new temp dir). Prints the
 # `export SLURM_CONF=...` line that srun/sinfo/scontrol need; stop it with
 # scripts/slurm/stop.sh DIR. Needs Debian's slurm-wlm (and munge, which it
-# pulls in). Exit status: 0 the node is idle, 1 it did not come up (the
+# pulls in). ERDMA_SLURM_CONF_EXTRA: lines added to slurm.conf (e.g. a
+# HealthCheckProgram). Exit status: 0 the node is idle, 1 it did not come up (the
 # logs' tails are printed).
 set -euo pipefail
 DIR=${1:-$(mktemp -d /tmp/erdma-slurm.XXXXXX)}
@@ -40,6 +41,7 @@ AccountingStorageType=accounting_storage/none
 NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 CONF
+[[ -n ${ERDMA_SLURM_CONF_EXTRA:-} ]] && printf '%s\n' "$ERDMA_SLURM_CONF_EXTRA" >>"$DIR/slurm.conf"
 export SLURM_CONF=$DIR/slurm.conf
 
 # munged: Slurm's authentication; started once, left running for later jobs.

@@ -611,6 +611,7 @@ fn simulate() -> i32 {
             &a.sim,
             a.json,
             a.out.as_deref(),
+            a.drain,
             &mut cli::Stdout,
             &mut std::io::stderr().lock(),
         ),

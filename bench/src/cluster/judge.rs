@@ -150,7 +150,7 @@ fn lost_only(lost: &[(usize, String)]) -> Diagnosis {
 
 impl Judged {
     /// Whether the retest confirmed verdict `v` (see [`retest::Plan::confirms`]).
-    fn confirmed(&self, v: &diagnose::Verdict) -> bool {
+    pub(crate) fn confirmed(&self, v: &diagnose::Verdict) -> bool {
         self.plan
             .as_ref()
             .is_some_and(|p| p.confirms(v, &self.diagnosis, self.ranks))

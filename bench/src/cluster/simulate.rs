@@ -508,6 +508,7 @@ pub fn main(
     a: &SimArgs,
     json_out: bool,
     out_dir: Option<&std::path::Path>,
+    drain: Option<super::drain::Mode>,
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> i32 {
@@ -518,7 +519,7 @@ pub fn main(
             return super::EXIT_USAGE;
         }
     };
-    let names: Vec<String> = (0..s.hosts).map(|i| format!("h{i}")).collect();
+    let names = sim_names(s.hosts);
     let results: Vec<ClusterResult> = (0..u64::from(a.clusters))
         .map(|i| {
             let t0 = Instant::now();
@@ -585,11 +586,32 @@ pub fn main(
         );
         return super::EXIT_OUTPUT;
     }
+    // --drain: the first cluster's verdicts; in the simulation a verdict the
+    // retest saw again stands for a confirmed one.
+    if let Some(mode) = drain {
+        let d = &results[0].outcome.diagnosis;
+        let list = super::drain::drains(d.verdicts.iter().map(|v| (v, v.seen_again)), |i| {
+            names.get(i).cloned()
+        });
+        if !super::drain::run(&list, mode, err) {
+            return super::EXIT_OUTPUT;
+        }
+    }
     if results.iter().all(ClusterResult::exact) {
         EXIT_MATCH
     } else {
         EXIT_MISMATCH
     }
+}
+
+/// The simulated hosts' names: h0, h1, ...; or, for tests of `--drain`
+/// against a real Slurm, `ERDMA_CLUSTER_HOOK=sim-names:A/B/...` (as many
+/// as hosts; `--inject` still names them hK).
+fn sim_names(hosts: usize) -> Vec<String> {
+    super::hook("sim-names")
+        .map(|n| n.split('/').map(str::to_owned).collect::<Vec<_>>())
+        .filter(|n| n.len() == hosts)
+        .unwrap_or_else(|| (0..hosts).map(|i| format!("h{i}")).collect())
 }
 
 /// Every directed flow of the main rounds of the cluster of `seed`: the

@@ -9,6 +9,10 @@
 //! - 2: at least one failure (will not work as configured)
 //! - 3: bad arguments
 //! - 4: the report could not be written (stdout closed)
+//! - 6: `--slurm`: Slurm could not be asked or told (see [`slurm`])
+//!
+//! With `--slurm` (Slurm's `HealthCheckProgram`): 0 no check failed, 2 a
+//! check failed (the node drained), 3 and 6 as above; see [`slurm`].
 
 pub mod checks;
 pub mod hints;
@@ -16,6 +20,7 @@ pub mod host;
 pub mod model;
 pub mod ncclenv;
 pub mod recommend;
+pub mod slurm;
 pub mod system;
 pub mod topology;
 
@@ -41,6 +46,8 @@ pub const EXIT_FAIL: i32 = 2;
 pub const EXIT_USAGE: i32 = 3;
 /// The report could not be written.
 pub const EXIT_OUTPUT: i32 = 4;
+/// `--slurm`: scontrol failed or the node is unknown to Slurm.
+pub const EXIT_SLURM: i32 = slurm::EXIT_SLURM;
 
 /// Command-line options.
 #[derive(Debug, Parser)]
@@ -50,7 +57,10 @@ pub const EXIT_OUTPUT: i32 = 4;
     about = "Check this host or container for RDMA (eRDMA), GPU and NCCL readiness",
     after_help = "Groups: rdma, limits, gpu, nccl, container (--list shows the checks).\n\
                   Exit status: 0 all ok (or skipped), 1 a warning, 2 a failure, 3 bad arguments, \
-                  4 the report could not be written."
+                  4 the report could not be written, 6 --slurm: scontrol failed or the node is unknown.\n\
+                  --slurm (HealthCheckProgram): a failing check drains this node with reason \
+                  'erdma-doctor: CHECK: FIX'; passing again resumes a node only erdma-doctor drained; \
+                  warnings never drain; exit 0 no failure, 2 a failure."
 )]
 pub struct Args {
     /// One JSON document on stdout instead of the report.
@@ -66,6 +76,18 @@ pub struct Args {
     /// List the checks and exit.
     #[arg(long)]
     pub list: bool,
+    /// Slurm health check (HealthCheckProgram): drain this node when a check
+    /// fails, with the check and its fix as the reason; resume it when the
+    /// checks pass and erdma-doctor drained it (never a node drained by
+    /// someone else). Prints one line.
+    #[arg(long, conflicts_with_all = ["json", "print_env", "list"])]
+    pub slurm: bool,
+    /// --slurm: the Slurm node name (default: $SLURMD_NODENAME, else the short host name).
+    #[arg(long, value_name = "NAME", requires = "slurm")]
+    pub node: Option<String>,
+    /// --slurm: print the scontrol command instead of running it.
+    #[arg(long, requires = "slurm")]
+    pub dry_run: bool,
 }
 
 /// The results of a run.
@@ -93,7 +115,7 @@ impl Report {
 }
 
 /// Whether `name` is a group or a check id.
-pub(crate) fn known(name: &str) -> bool {
+pub fn known(name: &str) -> bool {
     checks::ALL
         .iter()
         .any(|c| c.id == name || c.group.as_str() == name)
@@ -218,6 +240,11 @@ pub fn run(args: &Args, host: &dyn Host, out: &mut dyn Write, err: &mut dyn Writ
             "erdma-doctor: --skip {bad}: no such check or group: see erdma-doctor --list"
         );
         return EXIT_USAGE;
+    }
+    if args.slurm {
+        let report = evaluate(host, &args.skip);
+        let node = args.node.clone().unwrap_or_else(slurm::node_name);
+        return slurm::health_check(&report, &node, args.dry_run, out, err);
     }
     if args.list {
         let mut s = String::new();

@@ -99,8 +99,8 @@ pub struct Thread<'a> {
     launch: Launch,
     checker: Checker,
     stalled: bool,
-    /// A `slow:R` hook names one of this thread's ranks.
-    slow: bool,
+    /// A `slow:R` hook names one of this thread's ranks: its wait in ms.
+    slow: Option<u64>,
     timed: bool,
     what: String,
     totals: ThreadTotals,
@@ -135,7 +135,12 @@ impl<'a> Thread<'a> {
             launch: Launch::default(),
             checker: Checker::new(c.check_workers),
             stalled: false,
-            slow: c.hooks.slow.iter().any(|r| mine.contains(r)),
+            slow: c
+                .hooks
+                .slow
+                .iter()
+                .any(|r| mine.contains(r))
+                .then_some(c.hooks.slow_ms),
             timed: false,
             what: String::new(),
             totals: ThreadTotals::default(),
@@ -391,8 +396,8 @@ impl<'a> Thread<'a> {
         if g > 1 {
             self.ranks.group_start()?;
         }
-        if self.slow {
-            std::thread::sleep(std::time::Duration::from_millis(super::hooks::SLOW_MS));
+        if let Some(ms) = self.slow {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         if !self.stalled {
             // Counted before issuing: an issue that blocks (the host

@@ -10,10 +10,12 @@
 //! - `kill:R` - rank R's process kills itself with SIGKILL at its first
 //!   timed iteration, as a crashed node would; the others must fail with a
 //!   message, not hang.
-//! - `slow:R` - rank R waits [`SLOW_MS`] ms before issuing each
-//!   collective, as a rank on a slow host would (GPUs at a low clock, a
-//!   narrow PCIe link): every rank of its communicators measures the
-//!   collectives slower, so a host's own stage shows it.
+//! - `slow:R` or `slow:R:MS` - rank R waits MS ms ([`SLOW_MS`] by
+//!   default) before issuing each collective, as a rank on a slow host
+//!   would (GPUs at a low clock, a narrow PCIe link): every rank of its
+//!   communicators measures the collectives slower, so a host's own stage
+//!   shows it. A test on a busy machine gives a delay far over what the
+//!   scheduler adds to the others (milliseconds with every core taken).
 //! - `fake-devcomm:R` - with `-D`, rank R of a one-rank communicator runs
 //!   the device-API kernels with a device communicator and windows built
 //!   over plain device memory instead of NCCL's (which needs 2+ GPUs): the
@@ -42,6 +44,9 @@ pub struct Hooks {
     pub kill: Vec<usize>,
     /// Ranks that wait before issuing each collective.
     pub slow: Vec<usize>,
+    /// How long they wait, in ms (the last `slow:R:MS` given, else
+    /// [`SLOW_MS`]).
+    pub slow_ms: u64,
     /// Ranks whose `-D` device communicator is faked.
     pub fake_devcomm: Vec<usize>,
     /// The start-up comparison of options is skipped.
@@ -58,9 +63,13 @@ impl Hooks {
             .unwrap_or_default()
     }
 
-    /// Parses `kind:rank[,kind:rank...]`; unknown entries are ignored.
+    /// Parses `kind:rank[,kind:rank...]` (`slow:rank:ms` too); unknown
+    /// entries are ignored.
     pub fn parse(s: &str) -> Hooks {
-        let mut h = Hooks::default();
+        let mut h = Hooks {
+            slow_ms: SLOW_MS,
+            ..Hooks::default()
+        };
         for item in s.split(',') {
             if item.trim() == "skip-option-check" {
                 h.skip_option_check = true;
@@ -73,6 +82,10 @@ impl Hooks {
             let Some((kind, rank)) = item.trim().split_once(':') else {
                 continue;
             };
+            let (rank, ms) = match rank.split_once(':') {
+                Some((r, ms)) => (r, ms.trim().parse::<u64>().ok()),
+                None => (rank, None),
+            };
             let Ok(rank) = rank.trim().parse::<usize>() else {
                 continue;
             };
@@ -80,7 +93,11 @@ impl Hooks {
                 "corrupt" => h.corrupt.push(rank),
                 "stall" => h.stall.push(rank),
                 "kill" => h.kill.push(rank),
-                "slow" => h.slow.push(rank),
+                "slow" => {
+                    h.slow.push(rank);
+                    // At most a minute: a typo cannot stall a run for ever.
+                    h.slow_ms = ms.map_or(h.slow_ms, |ms| ms.min(60_000));
+                }
                 "fake-devcomm" => h.fake_devcomm.push(rank),
                 _ => {}
             }
@@ -104,6 +121,11 @@ mod tests {
         assert_eq!(h.corrupt, vec![1]);
         assert_eq!(h.stall, vec![2]);
         assert_eq!(h.kill, vec![0]);
-        assert_eq!(Hooks::parse(""), Hooks::default());
+        assert_eq!(h.slow_ms, SLOW_MS);
+        assert_eq!(Hooks::parse("slow:0:100").slow_ms, 100);
+        assert_eq!(Hooks::parse("slow:0:100").slow, vec![0]);
+        assert_eq!(Hooks::parse("slow:0:x").slow_ms, SLOW_MS);
+        assert_eq!(Hooks::parse("slow:0:99999999").slow_ms, 60_000);
+        assert_eq!(Hooks::parse("").slow, Vec::<usize>::new());
     }
 }

@@ -10,13 +10,16 @@
 //! - 3: no RDMA device
 //! - 4: libibverbs missing
 //! - 5: no such device or port
+//! - 6: `--serve`: the address cannot be listened on
 //!
 //! With `--during`: the command's exit status; 128+N when a signal N killed
 //! it; 125 when erdma-stat itself failed (before the command ran: nothing
 //! ran); 126 the command cannot be executed; 127 it was not found.
 
 pub mod counters;
+pub mod prometheus;
 mod render;
+pub mod serve;
 mod signals;
 
 use std::io::Write;
@@ -41,6 +44,8 @@ pub const EXIT_NO_DEVICES: i32 = 3;
 pub const EXIT_NO_LIBRARY: i32 = 4;
 /// No such device or port.
 pub const EXIT_NOT_FOUND: i32 = 5;
+/// `--serve`: the address cannot be listened on.
+pub const EXIT_LISTEN: i32 = 6;
 /// `--during`: erdma-stat itself failed.
 pub const EXIT_DURING_FAILED: i32 = 125;
 /// `--during`: the command cannot be executed.
@@ -60,7 +65,7 @@ pub const EXIT_NOT_FOUND_CMD: i32 = 127;
                   never 0; without byte counters the interface's counters are shown, marked: they \
                   include non-RDMA traffic.\n\
                   Exit status: 0 ok, 1 counters unreadable, 2 bad arguments, 3 no RDMA device, \
-                  4 libibverbs missing, 5 no such device or port. With --during: the command's \
+                  4 libibverbs missing, 5 no such device or port, 6 --serve cannot listen. With --during: the command's \
                   status (128+N if killed by signal N), 125 erdma-stat failed, 126 command not \
                   executable, 127 command not found."
 )]
@@ -91,6 +96,17 @@ pub struct Args {
     /// Run the command after `--` and report what each device moved during it.
     #[arg(long, requires = "command", conflicts_with = "live")]
     pub during: bool,
+    /// Serve Prometheus' text format at http://ADDR/metrics (e.g. 127.0.0.1:9851,
+    /// [::]:9851), reading sysfs on each scrape, until killed.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["live", "during", "json", "devices", "port"])]
+    pub serve: Option<String>,
+    /// --serve: rerun erdma-doctor's checks on a scrape once their result is
+    /// older than S seconds (0: do not export checks).
+    #[arg(long, value_name = "S", default_value = "60", requires = "serve", value_parser = clap::value_parser!(u64).range(0..=86400))]
+    pub checks_every: u64,
+    /// --serve: checks or groups of erdma-doctor to leave out (e.g. gpu); repeat or separate with commas.
+    #[arg(long, value_name = "NAME", value_delimiter = ',', requires = "serve")]
+    pub skip: Vec<String>,
     /// The command to run with --during.
     #[arg(last = true, value_name = "CMD", requires = "during")]
     pub command: Vec<String>,
@@ -176,6 +192,9 @@ pub(crate) fn sysfs_ports(dir: &std::path::Path) -> Vec<u8> {
 
 /// Runs erdma-stat; returns the exit status.
 pub fn run(args: &Args, list: &erdma::DeviceList, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if let Some(addr) = &args.serve {
+        return serve_on(args, addr, err);
+    }
     let meta = RunMeta::now("erdma-stat");
     let ports = match targets(args, list) {
         Ok(p) => p,
@@ -214,6 +233,54 @@ pub fn run(args: &Args, list: &erdma::DeviceList, out: &mut dyn Write, err: &mut
         render::totals_text(&ports, &s)
     };
     write_or(out, err, &text, EXIT_OK)
+}
+
+/// `--serve ADDR`: listens, then serves until the process is ended.
+fn serve_on(args: &Args, addr: &str, err: &mut dyn Write) -> i32 {
+    if let Some(bad) = args.skip.iter().find(|s| !crate::doctor::known(s)) {
+        let _ = writeln!(
+            err,
+            "erdma-stat: --skip {bad}: no such check or group: see erdma-doctor --list"
+        );
+        return EXIT_USAGE;
+    }
+    let listener = match std::net::TcpListener::bind(addr) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(
+                err,
+                "erdma-stat: --serve {addr}: cannot listen: {e}: give a free HOST:PORT of this machine (e.g. 127.0.0.1:9851)"
+            );
+            return EXIT_LISTEN;
+        }
+    };
+    let local = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| addr.to_owned());
+    let every = (args.checks_every > 0).then(|| Duration::from_secs(args.checks_every));
+    let ex = serve::Exporter::new(
+        prometheus::sysfs_root(),
+        every,
+        args.skip.clone(),
+        Box::new(|| Box::new(crate::doctor::system::SystemHost::new())),
+    );
+    let _ = writeln!(
+        err,
+        "erdma-stat: serving http://{local}/metrics (RDMA devices from {}; doctor checks {})",
+        ex.root.display(),
+        match every {
+            Some(d) => format!("every {} s at most", d.as_secs()),
+            None => "off".to_owned(),
+        }
+    );
+    let _ = err.flush();
+    let e = serve::serve(listener, std::sync::Arc::new(ex));
+    let _ = writeln!(
+        err,
+        "erdma-stat: --serve {local}: accepting connections failed: {e}"
+    );
+    EXIT_FAILED
 }
 
 fn write_or(out: &mut dyn Write, err: &mut dyn Write, text: &str, code: i32) -> i32 {

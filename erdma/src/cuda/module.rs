@@ -1,7 +1,7 @@
 //! Loaded GPU code: a [`Module`] from a cubin or PTX image (for example one built by
 //! [`nvrtc`](super::nvrtc)), its kernels ([`Function`]) and its `__device__` globals.
 
-use std::ffi::{CString, c_uint, c_void};
+use std::ffi::{CStr, CString, c_uint, c_void};
 use std::fmt;
 use std::sync::Arc;
 
@@ -41,9 +41,19 @@ impl fmt::Debug for Module {
 }
 
 impl Module {
-    /// Loads a cubin, fatbin or PTX image on `device`. PTX must end with a NUL byte (the
-    /// driver reads it as a C string); the image is checked for that.
-    pub fn load(device: &Device, image: &[u8]) -> Result<Module> {
+    /// Loads a cubin, fatbin or PTX image on `device`. An image that does not start with the
+    /// ELF or fatbin magic is PTX and must end with a NUL byte (the driver reads it as a C
+    /// string); that is checked. Loading PTX from text is safe: [`Module::load_ptx`].
+    ///
+    /// # Safety
+    ///
+    /// A cubin (ELF) or fatbin image must be complete and well formed, as NVRTC
+    /// (`nvrtcGetCUBIN`), `nvcc` or `fatbinary` wrote it: the driver takes no length and reads
+    /// the image as far as its headers say (section tables, offsets, sizes) without checking
+    /// them against the slice (issue 34 hole 5: a 4-byte `b"\x7fELF"` makes it read past the
+    /// slice). The code it holds runs only through [`Function`] launches, which are `unsafe`
+    /// on their own.
+    pub unsafe fn load(device: &Device, image: &[u8]) -> Result<Module> {
         if image.is_empty() {
             return Err(CudaError::invalid("cuModuleLoadData: empty image"));
         }
@@ -57,9 +67,9 @@ impl Module {
         device.bind()?;
         let d = driver()?;
         let mut raw: CUmodule = std::ptr::null_mut();
-        // SAFETY: `image` is a complete cubin/fatbin (the driver reads its length from the
-        // headers) or a NUL-terminated PTX string (checked above), alive for the call; the
-        // device's context is current.
+        // SAFETY: `image` is a complete cubin/fatbin (the caller's contract: the driver reads
+        // its length from the headers) or a NUL-terminated PTX string (checked above), alive
+        // for the call; the device's context is current.
         check("cuModuleLoadData", unsafe {
             (d.cuModuleLoadData)(&mut raw, image.as_ptr().cast())
         })?;
@@ -69,6 +79,22 @@ impl Module {
                 device: device.clone(),
             }),
         })
+    }
+
+    /// Loads PTX text on `device` (the driver compiles it for the GPU). Safe: the driver reads
+    /// a C string up to its NUL and parses it as source text, whatever it holds; text that
+    /// starts like a binary image is refused ([`CudaError`] naming the call), since the
+    /// driver would read that as a cubin or fatbin instead.
+    pub fn load_ptx(device: &Device, ptx: &CStr) -> Result<Module> {
+        let bytes = ptx.to_bytes_with_nul();
+        if bytes.starts_with(b"\x7fELF") || bytes.starts_with(&[0x50, 0xed, 0x55, 0xba]) {
+            return Err(CudaError::invalid(
+                "cuModuleLoadData: PTX text starts with a cubin or fatbin magic number",
+            ));
+        }
+        // SAFETY: not a binary image (checked above) and NUL-terminated: `load`'s contract
+        // only concerns cubin and fatbin images.
+        unsafe { Module::load(device, bytes) }
     }
 
     /// The GPU the module is loaded on.

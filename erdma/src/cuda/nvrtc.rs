@@ -200,10 +200,19 @@ impl Nvrtc {
 
     /// Loads the NVRTC library at `path` (for example a given release, whose PTX a
     /// development tool must reproduce), independently of [`Nvrtc::load`]'s. The library
-    /// stays loaded for the life of the process.
-    pub fn open(path: &Path) -> Result<&'static Nvrtc> {
+    /// stays loaded for the life of the process. A library missing one of NVRTC's symbols
+    /// is refused.
+    ///
+    /// # Safety
+    ///
+    /// `path` must name a genuine NVRTC library (or none at all): loading it runs its
+    /// initializers, and its symbols, found by name, are called with the prototypes of
+    /// `nvrtc.h`, which no check can confirm (issue 34 hole 7). [`Nvrtc::load`] is the safe
+    /// entry point (NVRTC's sonames, the CUDA installation, or `ERDMA_NVRTC_LIBRARY`).
+    pub unsafe fn open(path: &Path) -> Result<&'static Nvrtc> {
         let c = path.to_string_lossy().into_owned();
-        // SAFETY: loading NVRTC runs no initialisation with preconditions.
+        // SAFETY: a genuine NVRTC (the caller's contract), whose loading runs no
+        // initialisation with preconditions.
         match unsafe { libloading::Library::new(path) } {
             Ok(lib) => {
                 let lib: &'static libloading::Library = Box::leak(Box::new(lib));
@@ -479,7 +488,10 @@ fn load() -> Result<Nvrtc> {
         }
     }
     for c in candidates {
-        // SAFETY: loading NVRTC runs no initialisation with preconditions.
+        // SAFETY: NVRTC's sonames (found by the dynamic loader), the CUDA installation's
+        // copies, or the library the process's environment names (trusted as
+        // LD_LIBRARY_PATH is: docs/soundness.md, section 6); loading NVRTC runs no
+        // initialisation with preconditions.
         match unsafe { libloading::Library::new(&c) } {
             Ok(lib) => {
                 let lib: &'static libloading::Library = Box::leak(Box::new(lib));
@@ -590,13 +602,15 @@ mod tests {
         let text = String::from_utf8_lossy(&ptx.image);
         assert!(text.contains(&format!(".target sm_{oldest}\n")), "{text}");
         // The same library, opened by path.
-        let again = Nvrtc::open(Path::new(nvrtc.path()));
+        // SAFETY: the NVRTC `load` found.
+        let again = unsafe { Nvrtc::open(Path::new(nvrtc.path())) };
         if Path::new(nvrtc.path()).is_absolute() {
             let again = again.unwrap();
             assert_eq!(again.version().unwrap(), nvrtc.version().unwrap());
         }
         assert!(matches!(
-            Nvrtc::open(Path::new("/nonexistent/libnvrtc.so.12")),
+            // SAFETY: no such file: nothing is loaded.
+            unsafe { Nvrtc::open(Path::new("/nonexistent/libnvrtc.so.12")) },
             Err(NvrtcError::NotFound { .. })
         ));
     }

@@ -183,6 +183,35 @@ pub(super) fn place<T, B: RegisterBuffer>(
     (arc, ptr, len)
 }
 
+/// Hands back what `value` owns once `deregister` succeeds, without ever
+/// moving the value: it stays where [`place`] put it (inside the `Arc`)
+/// until deregistration succeeded, so the pointer taken there stays valid
+/// for a region that is returned whole (issue 34 hole 6: moving the value
+/// out of the `Arc` and into a new one moved a `Box` after its pointer was
+/// taken, and later accesses went through an invalidated pointer). `Err`
+/// with the `Arc` untouched while other holders (posted requests) exist
+/// ([`Error::Busy`]) or when `deregister` fails.
+pub(super) fn take_back<T, B>(
+    mut arc: Arc<T>,
+    deregister: impl FnOnce(&mut T) -> Result<()>,
+    take: impl FnOnce(&mut T) -> Option<B>,
+) -> std::result::Result<Option<B>, (Arc<T>, Error)> {
+    let Some(value) = Arc::get_mut(&mut arc) else {
+        let in_flight = Arc::strong_count(&arc) - 1;
+        return Err((
+            arc,
+            Error::Busy {
+                what: "memory region",
+                in_flight,
+            },
+        ));
+    };
+    match deregister(value) {
+        Ok(()) => Ok(take(value)),
+        Err(e) => Err((arc, e)),
+    }
+}
+
 impl<B> MrInner<B> {
     pub(super) fn unregistered(pd: &ProtectionDomain, buf: B, access: AccessFlags) -> MrInner<B> {
         MrInner {
@@ -353,31 +382,12 @@ impl<B: Send + Sync + 'static> MemoryRegion<B> {
     /// and may be used, retried or dropped. Once deregistered, no peer can
     /// reach the memory any more: this is how remote access is revoked.
     pub fn into_inner(self) -> std::result::Result<B, (Self, Error)> {
-        match Arc::try_unwrap(self.inner) {
-            Ok(mut inner) => match inner.deregister() {
-                Ok(()) => match inner.buf.take() {
-                    Some(b) => Ok(b),
-                    // A registered region always owns its buffer: only a
-                    // successful deregistration (just now) or Drop takes it.
-                    None => unreachable!("a registered region owns its buffer"),
-                },
-                Err(e) => Err((
-                    MemoryRegion {
-                        inner: Arc::new(inner),
-                    },
-                    e,
-                )),
-            },
-            Err(inner) => {
-                let n = Arc::strong_count(&inner) - 1;
-                Err((
-                    MemoryRegion { inner },
-                    Error::Busy {
-                        what: "memory region",
-                        in_flight: n,
-                    },
-                ))
-            }
+        match take_back(self.inner, MrInner::deregister, |m| m.buf.take()) {
+            Ok(Some(b)) => Ok(b),
+            // A registered region always owns its buffer: only a successful
+            // deregistration (just now) or Drop takes it.
+            Ok(None) => unreachable!("a registered region owns its buffer"),
+            Err((inner, e)) => Err((MemoryRegion { inner }, e)),
         }
     }
 
@@ -445,6 +455,66 @@ mod tests {
         assert_eq!(&back[3..7], &[1, 9, 9, 1]);
         let (_, p, n) = place(Holder { buf: None }, |h| h.buf.as_mut());
         assert!(p.is_null() && n == 0);
+    }
+
+    /// What `into_inner` does with a boxed buffer whose deregistration
+    /// fails, then succeeds, without a device (issue 34 hole 6): the
+    /// region comes back whole and is used through the pointer taken when
+    /// it was placed. Under Miri (Stacked and Tree Borrows) a move of the
+    /// box after that pointer was taken makes the accesses below undefined.
+    #[test]
+    fn failed_deregistration_keeps_pointer_provenance() {
+        struct Holder {
+            buf: Option<Box<[u8]>>,
+            registered: bool,
+        }
+        let dereg = |h: &mut Holder| match dereg_fault() {
+            Some(errno) => Err(Error::verb("ibv_dereg_mr", errno)),
+            None => {
+                h.registered = false;
+                Ok(())
+            }
+        };
+        let boxed: Box<[u8]> = vec![1u8; 32].into_boxed_slice();
+        let holder = Holder {
+            buf: Some(boxed),
+            registered: true,
+        };
+        let (mut arc, ptr, len) = place(holder, |h| h.buf.as_mut());
+        assert_eq!(len, 32);
+        // Busy while another holder (a posted request) exists.
+        let share = arc.clone();
+        let (back, e) = take_back(arc, dereg, |h| h.buf.take()).err().unwrap();
+        assert!(matches!(e, Error::Busy { in_flight: 1, .. }), "{e}");
+        drop(share);
+        arc = back;
+        inject_dereg_failures(2);
+        for round in 0..2u8 {
+            let (back, e) = take_back(arc, dereg, |h| h.buf.take()).err().unwrap();
+            assert!(
+                matches!(
+                    e,
+                    Error::Verb {
+                        errno: libc::EBUSY,
+                        ..
+                    }
+                ),
+                "{e}"
+            );
+            assert!(back.registered);
+            arc = back;
+            // SAFETY: ptr addresses the 32 bytes of the box, which has not
+            // moved since it was placed; nothing else accesses them.
+            unsafe { volatile_write(ptr.add(round as usize), &[7 + round]) };
+            // SAFETY: as above; nothing writes while the view lives.
+            let view = unsafe { std::slice::from_raw_parts(ptr, len) };
+            assert_eq!(view[round as usize], 7 + round);
+        }
+        let back = take_back(arc, dereg, |h| h.buf.take())
+            .ok()
+            .unwrap()
+            .unwrap();
+        assert_eq!(&back[..3], &[7, 8, 1]);
     }
 
     #[test]

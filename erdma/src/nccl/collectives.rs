@@ -489,7 +489,7 @@ impl Comm {
         stream: &Stream,
     ) -> Result<()> {
         let block = count * dtype.size();
-        let group = Group::start(self.nccl)?;
+        let group = Group::start_raw(self.nccl)?;
         for r in 0..self.size() {
             // SAFETY: block r of each buffer lies inside what the caller guarantees.
             unsafe {
@@ -553,7 +553,7 @@ impl Comm {
     ) -> Result<()> {
         self.check_peer("root", root)?;
         let block = count * dtype.size();
-        let group = Group::start(self.nccl)?;
+        let group = Group::start_raw(self.nccl)?;
         // SAFETY: the blocks lie inside what the caller guarantees.
         unsafe {
             if self.rank() == root {
@@ -619,7 +619,7 @@ impl Comm {
     ) -> Result<()> {
         self.check_peer("root", root)?;
         let block = count * dtype.size();
-        let group = Group::start(self.nccl)?;
+        let group = Group::start_raw(self.nccl)?;
         // SAFETY: the blocks lie inside what the caller guarantees.
         unsafe {
             if self.rank() == root {

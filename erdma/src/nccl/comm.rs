@@ -419,6 +419,11 @@ impl Comm {
         self.raw.get()
     }
 
+    /// The bound on waits of nonblocking calls ([`Config::timeout`]).
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
     /// `ncclCommGetAsyncError`: `Ok(true)` when idle or healthy, `Ok(false)` while a
     /// nonblocking operation is still in progress, an [`NcclError::Async`] when NCCL
     /// recorded an error (for example a peer that died).
@@ -446,7 +451,18 @@ impl Comm {
     /// Freeing NCCL's device memory waits for the whole GPU: work that is not NCCL's and
     /// never finishes (another library's kernel, a blocked host function) holds the abort
     /// until it does. Stuck NCCL kernels do not: they exit on the abort flag.
+    ///
+    /// Refused ([`NcclError::InvalidArgument`]) while a group is open on this thread: the group
+    /// may have recorded operations on the communicator, which its end would launch on the
+    /// freed communicator (issue 34 hole 2). End the group first; its end waits for, and on
+    /// failure aborts, the communicators it used.
     pub fn abort(&self) -> Result<()> {
+        if in_group() {
+            return Err(NcclError::invalid(
+                "ncclCommAbort inside an open group: the group's end would launch what it \
+                 recorded on the freed communicator; end the group first",
+            ));
+        }
         let raw = self.raw.replace(std::ptr::null_mut());
         if raw.is_null() {
             return Ok(());
@@ -494,6 +510,11 @@ impl Drop for Comm {
     fn drop(&mut self) {
         let raw = self.raw.replace(std::ptr::null_mut());
         if raw.is_null() {
+            return;
+        }
+        if in_group() {
+            // A group open on this thread (one never ended, after `mem::forget`) may hold
+            // recorded work on it: leaked rather than freed under NCCL's group.
             return;
         }
         // SAFETY: raw is live and released once. Errors cannot be reported from drop.

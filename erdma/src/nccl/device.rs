@@ -12,6 +12,7 @@ use std::fmt;
 
 use super::comm::Comm;
 use super::error::{NcclError, Result};
+use super::group::in_group;
 
 /// The LSA team of a rank: the ranks whose memory it can load and store directly (same
 /// node, CUDA P2P).
@@ -137,12 +138,22 @@ impl Comm {
     }
 
     /// Creates a device communicator (`ncclDevCommCreate`, collective over the
-    /// communicator: every rank calls it, inside a group when one thread drives several).
+    /// communicator: every rank calls it, each on its own thread). Refused
+    /// ([`NcclError::InvalidArgument`]) while a group is open on this thread: inside a group
+    /// NCCL fills the `DevComm` only at the group's end, after this call returned it (issue
+    /// 34 hole 3: it could be read before it is written, or dropped before NCCL writes it).
     pub fn dev_comm_create(
         &self,
         layout: &DevCommLayout,
         req: &DevRequirements,
     ) -> Result<DevComm> {
+        if in_group() {
+            return Err(NcclError::invalid(
+                "ncclDevCommCreate inside an open group: NCCL would fill the device \
+                 communicator only at the group's end, after it was handed out; create it \
+                 outside the group (one thread per rank)",
+            ));
+        }
         let f = self
             .nccl()
             .api
@@ -183,8 +194,16 @@ impl Comm {
         Ok(dev)
     }
 
-    /// Releases a device communicator of this communicator (`ncclDevCommDestroy`).
+    /// Releases a device communicator of this communicator (`ncclDevCommDestroy`). Refused
+    /// ([`NcclError::InvalidArgument`]) while a group is open on this thread: NCCL would read
+    /// the device communicator at the group's end, after it was freed here.
     pub fn dev_comm_destroy(&self, dev: DevComm) -> Result<()> {
+        if in_group() {
+            return Err(NcclError::invalid(
+                "ncclDevCommDestroy inside an open group: NCCL would read the device \
+                 communicator at the group's end, after it was freed; destroy it outside",
+            ));
+        }
         let f = self
             .nccl()
             .api

@@ -44,7 +44,10 @@ impl Nccl {
     pub fn load() -> Result<&'static Nccl> {
         GLOBAL
             .get_or_init(|| match std::env::var_os(NCCL_LIBRARY_ENV) {
-                Some(path) if !path.is_empty() => Nccl::load_from(&path),
+                // SAFETY: the process's environment names the library as LD_LIBRARY_PATH
+                // and LD_PRELOAD do, and is trusted as they are: whoever sets it chooses
+                // the code this process runs (docs/soundness.md, section 6).
+                Some(path) if !path.is_empty() => unsafe { Nccl::load_from(&path) },
                 _ => Nccl::load_candidates(&DEFAULT_LIBRARY_NAMES),
             })
             .clone()
@@ -52,9 +55,22 @@ impl Nccl {
 
     /// Loads NCCL from `path` (a file path or a soname searched like `dlopen` does), not
     /// cached. A library that turns out to be NCCL stays loaded for the rest of the process.
-    pub fn load_from(path: impl AsRef<OsStr>) -> Result<&'static Nccl> {
+    /// A library without `ncclGetVersion`, older than 2.19 or missing a symbol is refused
+    /// ([`NcclError::NotNccl`], [`NcclError::TooOld`]).
+    ///
+    /// # Safety
+    ///
+    /// `path` must name nothing loadable, a library whose initializers are sound to run
+    /// and that exports no `ncclGetVersion`, or a genuine NCCL: loading runs the library's
+    /// initializers, and its `ncclGetVersion` and every other symbol found by name are
+    /// called with the prototypes of `nccl.h`, which no check can confirm (issue 34 hole 7:
+    /// a library exporting a `ncclGetVersion` of another prototype is undefined behaviour).
+    /// [`Nccl::load`] is the safe entry point: it loads the names of
+    /// [`DEFAULT_LIBRARY_NAMES`] found by the dynamic loader, or [`NCCL_LIBRARY_ENV`].
+    pub unsafe fn load_from(path: impl AsRef<OsStr>) -> Result<&'static Nccl> {
         let path = path.as_ref();
-        Nccl::open(path).map_err(|e| match e {
+        // SAFETY: the caller's contract is open's.
+        unsafe { Nccl::open(path) }.map_err(|e| match e {
             OpenError::Load(detail) => NcclError::LibraryNotFound {
                 tried: vec![path.to_string_lossy().into_owned()],
                 detail,
@@ -67,7 +83,9 @@ impl Nccl {
         // Report why the preferred name failed; the others are listed by name.
         let mut detail: Option<String> = None;
         for name in names {
-            match Nccl::open(OsStr::new(name)) {
+            // SAFETY: NCCL's own sonames, found by the dynamic loader as a linked library's
+            // would be: what they name is trusted as the system's libraries are.
+            match unsafe { Nccl::open(OsStr::new(name)) } {
                 Ok(n) => return Ok(n),
                 Err(OpenError::Load(d)) => {
                     detail.get_or_insert(d);
@@ -81,11 +99,15 @@ impl Nccl {
         })
     }
 
-    fn open(path: &OsStr) -> std::result::Result<&'static Nccl, OpenError> {
+    /// # Safety
+    ///
+    /// As [`Nccl::load_from`]: `path` names nothing loadable, a sound library without
+    /// `ncclGetVersion`, or a genuine NCCL.
+    unsafe fn open(path: &OsStr) -> std::result::Result<&'static Nccl, OpenError> {
         let shown = path.to_string_lossy().into_owned();
-        // SAFETY: loading runs the library's initializers; NCCL's (and any shared library a
-        // user points us at) are expected to be sound. The handle is dropped (dlclose) only
-        // when the library is not NCCL, before any of its code ran beyond initializers.
+        // SAFETY: loading runs the library's initializers, which the caller vouches for
+        // (a genuine NCCL). The handle is dropped (dlclose) only when the library is not
+        // NCCL, before any of its code ran beyond initializers.
         let lib = unsafe { libloading::Library::new(path) }
             .map_err(|e| OpenError::Load(loader_message(&e)))?;
         // Probe the version entry point before committing to the library.

@@ -39,7 +39,7 @@ use crate::pd::ProtectionDomain;
 use crate::pending::{Pending, WrId, next_generation};
 use crate::port::c_enum;
 
-use post::{Posting, Scratch};
+use post::Posting;
 pub use request::{RecvRequest, SendOp, SendRequest};
 pub(crate) use request::{build_send_wr, stack_sges};
 pub use state::{InitAttributes, RtrAttributes, RtsAttributes};
@@ -121,8 +121,8 @@ pub(crate) struct QpShared {
 impl QpShared {
     /// Called by the CQ for each tracked completion of this QP: releases what
     /// the finished request(s) held; returns the caller's wr_id.
-    pub(crate) fn complete(&self, id: WrId) -> Option<u64> {
-        self.lock().pending.complete(id)
+    pub(crate) fn complete(&self, id: WrId, failed: bool) -> Option<u64> {
+        self.lock().pending.complete(id, failed)
     }
 
     pub(crate) fn generation(&self) -> u32 {
@@ -156,9 +156,19 @@ impl Drop for QpShared {
         self.send_cq.detach(self.generation);
         self.recv_cq.detach(self.generation);
         if self.destroy() {
-            // The device no longer touches the requests' memory: release it.
-            self.send_cq.unreserve(self.requested.max_send_wr);
-            self.recv_cq.unreserve(self.requested.max_recv_wr);
+            // The device no longer touches the requests' memory: release it
+            // (the records are dropped with `posting`). Their completions
+            // already in the CQs are stale: each CQ keeps room for them, and
+            // the generation, until they are gone (issue 34 holes 8, 10).
+            let (sq, rq) = {
+                let g = self.lock();
+                (g.pending.sq.len(), g.pending.rq.len())
+            };
+            self.send_cq
+                .retire(self.generation, self.requested.max_send_wr, sq);
+            self.recv_cq
+                .retire(self.generation, self.requested.max_recv_wr, rq);
+            crate::pending::release_generation(self.generation);
         } else {
             // The QP may live on in the device: keep every region it holds
             // registered and allocated for ever rather than free memory the
@@ -288,7 +298,7 @@ impl QueuePair {
             port: AtomicU8::new(1),
             posting: Mutex::new(Posting {
                 pending: Pending::new(caps.max_send_wr as usize, caps.max_recv_wr as usize),
-                scratch: Scratch::default(),
+                scratch: Vec::new(),
                 bound: Vec::new(),
             }),
             owner,

@@ -20,7 +20,11 @@ use super::{QpOwner, QpState, QueuePair, RecvRequest, SendRequest, build_send_wr
 /// requests and the buffers chains are built in.
 pub(super) struct Posting {
     pub(super) pending: Pending,
-    pub(super) scratch: Scratch,
+    /// Scratch buffers not in use: a batch takes one out under the lock and
+    /// fills it without the lock (the caller's iterator runs there), then
+    /// gives it back. One per batch posted at once, so that posting does not
+    /// allocate once they have grown, also from several threads.
+    pub(super) scratch: Vec<Scratch>,
     /// The regions bound to the QP for its life (a [`crate::Lane`]'s):
     /// released only after the QP is destroyed.
     pub(super) bound: Vec<Arc<dyn Lease>>,
@@ -36,18 +40,30 @@ pub(super) struct Scratch {
     sges: Vec<sys::ibv_sge>,
     /// Where each request's entries start in `sges`.
     sge_start: Vec<usize>,
+    /// Each request's record until it is pushed to the queue under the
+    /// lock: the caller's wr_id, whether it is signaled, its regions' shares.
+    records: Vec<(u64, bool, Leases)>,
 }
 
 // SAFETY: the pointers in the work requests point into `sges` of the same
-// value and are rebuilt by every post call under the QP's lock.
+// value and are rebuilt by every post call, which owns the value meanwhile
+// (taken out of the QP's pool); the records hold `Arc<dyn Lease>`, which is
+// Send + Sync.
 unsafe impl Send for Scratch {}
 
 impl Scratch {
+    /// Empty, with its storage kept, to go back to the QP's pool.
+    fn cleared(mut self) -> Scratch {
+        self.clear();
+        self
+    }
+
     fn clear(&mut self) {
         self.send.clear();
         self.recv.clear();
         self.sges.clear();
         self.sge_start.clear();
+        self.records.clear();
     }
 
     /// Appends one request's scatter/gather entries (their lengths were
@@ -132,7 +148,13 @@ impl QueuePair {
         };
         wr.wr_id = WrId::encode(false, self.inner.generation, seq);
         let sq = &mut guard.pending.sq;
-        sq.push(seq, request.wr_id, request.signaled, leases(&request.local));
+        if request.signaled || !request.op.writes_local() {
+            sq.push(seq, request.wr_id, request.signaled, leases(&request.local));
+        } else {
+            // Released by its own completion only (issue 34 hole 1).
+            wr.send_flags |= sys::IBV_SEND_SIGNALED;
+            sq.push_silent(seq, request.wr_id, leases(&request.local));
+        }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: live QP; `wr` and the entries in `sges` it points to live
         // across the call; the memory they name is registered, and the
@@ -171,53 +193,81 @@ impl QueuePair {
         requests: impl IntoIterator<Item = SendRequest<'a>>,
     ) -> Result<()> {
         self.require_rts()?;
-        let mut guard = self.inner.lock();
-        let Posting {
-            pending: p,
-            scratch: sc,
-            ..
-        } = &mut *guard;
-        sc.clear();
-        let mut n = 0usize;
+        // The caller's iterator runs without the QP's lock (issue 34 hole
+        // 11): a panic in it leaves nothing recorded, and it may use the QP.
+        let mut sc = self.take_scratch();
         let mut imm = false;
         for r in requests {
-            let claimed = self
-                .check_send(&r)
-                .and_then(|()| p.claim(false).ok_or_else(|| self.full(p, false)));
-            let seq = match claimed {
-                Ok(seq) => seq,
-                Err(e) => {
-                    p.sq.unpush(n);
-                    return Err(e);
-                }
-            };
+            if let Err(e) = self.check_send(&r) {
+                self.give_scratch(sc);
+                return Err(e);
+            }
             sc.add_sges(&r.local);
-            sc.send.push(build_send_wr(
-                &r,
-                WrId::encode(false, self.inner.generation, seq),
-            ));
+            let mut wr = build_send_wr(&r, 0);
+            if !r.signaled && r.op.writes_local() {
+                // Released by its own completion only (issue 34 hole 1):
+                // posted signaled, recorded as silent (its success is not
+                // reported).
+                wr.send_flags |= sys::IBV_SEND_SIGNALED;
+            }
+            sc.send.push(wr);
+            sc.records.push((r.wr_id, r.signaled, leases(&r.local)));
             imm |= r.op.has_imm();
-            p.sq.push(seq, r.wr_id, r.signaled, leases(&r.local));
-            n += 1;
         }
+        let n = sc.send.len();
         if n == 0 {
+            self.give_scratch(sc);
             return Ok(());
         }
         sc.link_send();
+        let mut guard = self.inner.lock();
+        let p = &mut guard.pending;
+        if p.sq.len() + n > p.sq.capacity() {
+            let e = self.full(p, false);
+            guard.scratch.push(sc.cleared());
+            return Err(e);
+        }
+        for (wr, (user, signaled, held)) in sc.send.iter_mut().zip(sc.records.drain(..)) {
+            let Some(seq) = p.claim(false) else {
+                unreachable!("room for the whole batch was checked above")
+            };
+            wr.wr_id = WrId::encode(false, self.inner.generation, seq);
+            if signaled || wr.send_flags & sys::IBV_SEND_SIGNALED == 0 {
+                p.sq.push(seq, user, signaled, held);
+            } else {
+                p.sq.push_silent(seq, user, held);
+            }
+        }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: live QP; the chain in sc.send is valid and its sg_lists
-        // point into sc.sges, both alive across the call; the memory they name
-        // is registered, and each request already holds its regions (in
+        // point into sc.sges, both alive across the call (sc is owned here
+        // and its vectors no longer grow); the memory they name is
+        // registered, and each request already holds its regions (in
         // `p.sq`), under the lock, before any completion can be processed.
         let rc =
             unsafe { sys::inline::ibv_post_send(self.inner.raw.0, sc.send.as_mut_ptr(), &mut bad) };
         let posted = posted_count(rc, bad, sc.send.as_ptr(), n);
         p.sq.unpush(n - posted);
+        guard.scratch.push(sc.cleared());
         drop(guard);
         if rc == 0 {
             return Ok(());
         }
         Err(self.post_send_error(rc, imm, posted, n))
+    }
+
+    /// A scratch buffer for one batch, taken from the QP's (empty, and
+    /// allocating as it grows, when every one is in use).
+    fn take_scratch(&self) -> Scratch {
+        let mut sc = self.inner.lock().scratch.pop().unwrap_or_default();
+        sc.clear();
+        sc
+    }
+
+    /// Gives a scratch buffer back (emptied: it holds no region's share).
+    fn give_scratch(&self, sc: Scratch) {
+        let sc = sc.cleared();
+        self.inner.lock().scratch.push(sc);
     }
 
     /// [`Error::QueueFull`] for the receive (`recv`) or send queue of `p`.
@@ -316,45 +366,50 @@ impl QueuePair {
         requests: impl IntoIterator<Item = RecvRequest<'a>>,
     ) -> Result<()> {
         self.require_recv_ready()?;
-        let mut guard = self.inner.lock();
-        let Posting {
-            pending: p,
-            scratch: sc,
-            ..
-        } = &mut *guard;
-        sc.clear();
-        let mut n = 0usize;
+        // The caller's iterator runs without the QP's lock: see
+        // post_send_batch.
+        let mut sc = self.take_scratch();
         for r in requests {
-            let claimed = self
-                .check_recv(&r)
-                .and_then(|()| p.claim(true).ok_or_else(|| self.full(p, true)));
-            let seq = match claimed {
-                Ok(seq) => seq,
-                Err(e) => {
-                    p.rq.unpush(n);
-                    return Err(e);
-                }
-            };
+            if let Err(e) = self.check_recv(&r) {
+                self.give_scratch(sc);
+                return Err(e);
+            }
             sc.add_sges(&r.local);
             sc.recv.push(sys::ibv_recv_wr {
-                wr_id: WrId::encode(true, self.inner.generation, seq),
+                wr_id: 0,
                 next: std::ptr::null_mut(),
                 sg_list: std::ptr::null_mut(),
                 num_sge: 0,
             });
-            p.rq.push(seq, r.wr_id, true, leases(&r.local));
-            n += 1;
+            sc.records.push((r.wr_id, true, leases(&r.local)));
         }
+        let n = sc.recv.len();
         if n == 0 {
+            self.give_scratch(sc);
             return Ok(());
         }
         sc.link_recv();
+        let mut guard = self.inner.lock();
+        let p = &mut guard.pending;
+        if p.rq.len() + n > p.rq.capacity() {
+            let e = self.full(p, true);
+            guard.scratch.push(sc.cleared());
+            return Err(e);
+        }
+        for (wr, (user, _, held)) in sc.recv.iter_mut().zip(sc.records.drain(..)) {
+            let Some(seq) = p.claim(true) else {
+                unreachable!("room for the whole batch was checked above")
+            };
+            wr.wr_id = WrId::encode(true, self.inner.generation, seq);
+            p.rq.push(seq, user, true, held);
+        }
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: as in post_send_batch.
         let rc =
             unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, sc.recv.as_mut_ptr(), &mut bad) };
         let posted = posted_count(rc, bad, sc.recv.as_ptr(), n);
         p.rq.unpush(n - posted);
+        guard.scratch.push(sc.cleared());
         drop(guard);
         Error::check("ibv_post_recv", rc)
     }

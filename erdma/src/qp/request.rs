@@ -62,7 +62,9 @@ impl SendOp {
         matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
     }
 
-    fn writes_local(&self) -> bool {
+    /// Whether the device writes local memory for it (a READ's sink, an
+    /// atomic's result): only its own completion proves that done.
+    pub(crate) fn writes_local(&self) -> bool {
         matches!(self, SendOp::Read(_)) || self.is_atomic()
     }
 

@@ -32,7 +32,10 @@ impl Wire for Memory {
     }
 }
 
-const T: Duration = Duration::from_millis(300);
+/// The ranks' timeout. The tests assert that an exchange that must not
+/// wait for it ends under it: 1 s is far over what threads exchanging in
+/// memory take, even with every core of a busy machine taken.
+const T: Duration = Duration::from_secs(1);
 
 fn world(n: usize) -> (Boxes, Vec<Live<Memory>>) {
     let boxes = Boxes::default();

@@ -166,7 +166,11 @@ impl DeviceApi {
     /// The kernels loaded on `device` (compiled on first use for its architecture).
     pub(super) fn kernels(&self, device: &Device, stream: &Stream) -> TestResult<Kernels> {
         let image = self.image(device.compute_capability())?;
-        let module = Module::load(device, &image).map_err(|e| cuda_error("cuModuleLoadData", e))?;
+        // SAFETY: the image is what NVRTC wrote (`nvrtcGetCUBIN`, or its PTX with a NUL
+        // added), now or when this program stored it in the kernel cache (written whole,
+        // then renamed into place), so a cubin is complete.
+        let module = unsafe { Module::load(device, &image) }
+            .map_err(|e| cuda_error("cuModuleLoadData", e))?;
         let (layout, window_size) = self.layout(&module, stream)?;
         let mut fns: [Option<Function>; 12] = Default::default();
         for dt in DataType::ALL {

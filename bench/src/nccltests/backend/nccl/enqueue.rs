@@ -229,7 +229,10 @@ pub(super) unsafe fn issue(
         }
         CollKind::SendRecv => {
             let me = comm.rank();
-            let group = Group::start(comm.nccl()).map_err(|e| fail("ncclGroupStart", e))?;
+            // SAFETY: only raw operations are recorded in it, on memory the rank owns
+            // until its stream is synchronized, whichever group's end launches them.
+            let group = unsafe { Group::start_nested(comm.nccl()) }
+                .map_err(|e| fail("ncclGroupStart", e))?;
             // SAFETY: see above.
             unsafe {
                 comm.send_raw(send, count, dt, (me + 1) % n, stream)
@@ -310,7 +313,10 @@ unsafe fn hypercube(
     while mask < n {
         let s = me & !(mask - 1);
         let peer_block = s ^ mask;
-        let group = Group::start(comm.nccl()).map_err(|e| fail("ncclGroupStart", e))?;
+        // SAFETY: only raw operations are recorded in it, on memory the rank owns
+        // until its stream is synchronized, whichever group's end launches them.
+        let group =
+            unsafe { Group::start_nested(comm.nccl()) }.map_err(|e| fail("ncclGroupStart", e))?;
         // SAFETY: blocks s..s+mask and peer_block..peer_block+mask lie inside
         // the n blocks of `recv` (n is a power of two, the driver checks).
         unsafe {

@@ -14,7 +14,7 @@ use std::ffi::c_void;
 use erdma::cuda::{self, Device, DeviceBuffer, DevicePtr, Function, LaunchConfig, Module, Stream};
 
 use super::cuda_error;
-use crate::nccltests::errors::TestResult;
+use crate::nccltests::errors::{TestError, TestResult};
 use crate::nccltests::verifiable::DeviceFormula;
 
 /// `verifiable.cu` compiled to PTX (NUL-terminated, as the driver reads it).
@@ -44,8 +44,10 @@ impl GpuData {
     /// Loads the kernels on `device` (the driver compiles the PTX, or takes it from its
     /// cache) and allocates the counter.
     pub(crate) fn load(device: &Device, stream: &Stream) -> TestResult<GpuData> {
+        let ptx = std::ffi::CStr::from_bytes_with_nul(PTX.as_bytes())
+            .map_err(|e| TestError::Internal(format!("verifiable.ptx: {e}")))?;
         let module =
-            Module::load(device, PTX.as_bytes()).map_err(|e| cuda_error("cuModuleLoadData", e))?;
+            Module::load_ptx(device, ptx).map_err(|e| cuda_error("cuModuleLoadData", e))?;
         let function = |name| {
             module
                 .function(name)
