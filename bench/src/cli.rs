@@ -15,6 +15,31 @@ pub const EXIT_HELP_UNWRITTEN: i32 = 1;
 /// Set by [`start`] when the process started with fd 1 closed.
 static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
 
+/// `text` as it may reach a terminal: every control character but the
+/// newline and the tab (ESC, BEL, CR, DEL, C1 controls) and the Unicode
+/// direction overrides are written as `\u{..}` escapes, so that a host name
+/// or a value another machine sent cannot move the cursor, retitle the
+/// window, hide a line or reorder what is shown.
+pub fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(bad) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if bad(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// The one line a non-UTF-8 argument gets (the collectives print it bare,
 /// as nccl-tests' messages are; the other tools prefix their name).
 pub fn non_utf8_line(bad: &std::ffi::OsStr) -> String {

@@ -54,6 +54,62 @@ pub const EXIT_OUTPUT: i32 = crate::doctor::EXIT_OUTPUT;
 /// (stopped, hung or gone), or MPI failed; the live ranks name it and exit.
 pub const EXIT_LOST: i32 = 5;
 
+/// The launcher's variables give this process another rank or size than
+/// MPI (`RANK=1 WORLD_SIZE=2 erdma-cluster`, `srun` without `--mpi=pmix`):
+/// every process would check a cluster of one and pass. As the collectives.
+pub const EXIT_LAUNCH: i32 = 6;
+
+/// What a launcher says this process is, read before MPI starts (Open MPI
+/// may set its own variables while it starts): the first of RANK and
+/// WORLD_SIZE, Open MPI's, Slurm's and PMI's variables that is set, in the
+/// collectives' order; `None` when none is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchSaid {
+    /// The variables, e.g. `SLURM_PROCID/SLURM_NTASKS`.
+    pub names: String,
+    /// Their values as set.
+    pub values: (String, String),
+}
+
+/// [`LaunchSaid`] from `get` (the environment); `RANK` or `WORLD_SIZE`
+/// alone counts, with the other empty.
+pub fn launch_said(get: &dyn Fn(&str) -> Option<String>) -> Option<LaunchSaid> {
+    let pairs = [
+        ("RANK", "WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ];
+    pairs.iter().enumerate().find_map(|(i, (r, s))| {
+        let (rv, sv) = (get(r), get(s));
+        // RANK or WORLD_SIZE alone is a broken launch script, not none.
+        let set = if i == 0 {
+            rv.is_some() || sv.is_some()
+        } else {
+            rv.is_some() && sv.is_some()
+        };
+        set.then(|| LaunchSaid {
+            names: format!("{r}/{s}"),
+            values: (rv.unwrap_or_default(), sv.unwrap_or_default()),
+        })
+    })
+}
+
+/// Why the launcher's word disagrees with MPI's `rank` of `size`, in one
+/// line with the fix; `None` when it agrees (or nothing was said).
+pub fn launch_disagrees(said: Option<&LaunchSaid>, rank: usize, size: usize) -> Option<String> {
+    let said = said?;
+    let (r, s) = (&said.values.0, &said.values.1);
+    let n = |v: &str| v.trim().parse::<usize>().ok();
+    if n(r) == Some(rank) && n(s) == Some(size) {
+        return None;
+    }
+    Some(format!(
+        "the environment says rank {r:?} of {s:?} ({}) but MPI says rank {rank} of {size}: start erdma-cluster with mpirun or srun --mpi=pmix, and unset {}",
+        said.names, said.names
+    ))
+}
+
 /// `--timeout`'s default, in seconds: every MPI wait of every stage.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
 
@@ -581,9 +637,10 @@ pub fn render_json(
         "hosts".into(),
         reports
             .iter()
-            .map(|r| {
+            .zip(file_names(reports))
+            .map(|(r, file)| {
                 json!({"rank": r.rank, "host": r.host(), "label": r.label(), "status": r.status(),
-                       "summary": r.doc["summary"]})
+                       "summary": r.doc["summary"], "file": file})
             })
             .collect(),
     );
@@ -699,7 +756,7 @@ pub fn file_names(reports: &[HostReport]) -> Vec<String> {
 /// Each rank's name in file names: its host reduced to `[A-Za-z0-9._-]`
 /// (no leading dot), with `-rankN` when ranks share the host.
 fn safe_labels(reports: &[HostReport]) -> Vec<String> {
-    reports
+    let labels = reports
         .iter()
         .map(|r| {
             let safe = safe_name(r.host());
@@ -709,7 +766,36 @@ fn safe_labels(reports: &[HostReport]) -> Vec<String> {
                 safe
             }
         })
-        .collect()
+        .collect();
+    unique_labels(labels, |i| format!("rank{}", reports[i].rank))
+}
+
+/// `labels` made distinct for file names: a label that another shares
+/// (hosts whose names differ only in characters [`safe_name`] replaces,
+/// `node1!a` and `node1?a`) or that is empty gets `-` and `tag(i)` (its
+/// rank), again until none is shared, so that no two files are one.
+pub fn unique_labels(mut labels: Vec<String>, tag: impl Fn(usize) -> String) -> Vec<String> {
+    for round in 0..4 {
+        let shared: Vec<bool> = labels
+            .iter()
+            .map(|l| l.is_empty() || labels.iter().filter(|m| *m == l).count() > 1)
+            .collect();
+        if !shared.contains(&true) {
+            break;
+        }
+        for (i, l) in labels.iter_mut().enumerate() {
+            if shared[i] {
+                *l = if l.is_empty() || round == 3 {
+                    // Nothing of the name left, or still shared: the tag
+                    // and the index alone.
+                    format!("{}-{i}", tag(i))
+                } else {
+                    format!("{l}-{}", tag(i))
+                };
+            }
+        }
+    }
+    labels
 }
 
 /// A host name as it may stand in a file name under `--out`: reduced to
@@ -731,7 +817,9 @@ pub fn safe_name(host: &str) -> String {
 
 /// Writes every rank's document, each pair run's erdma-perf document
 /// (`perf-CLIENT-SERVER.json`), cluster.json and the page a person reads,
-/// report.html ([`html`]), into `dir` (created).
+/// report.html ([`html`]), into `dir` (created), each through
+/// [`crate::outfile::write`]: a failed write leaves the earlier file, a
+/// symbolic link at a name is replaced, not followed.
 pub fn write_out(
     dir: &std::path::Path,
     reports: &[HostReport],
@@ -740,14 +828,14 @@ pub fn write_out(
 ) -> Result<(), String> {
     let fail = |what: &std::path::Path, e: std::io::Error| {
         format!(
-            "writing {}: {e}: check that the directory is writable",
+            "writing {}: {e}: check the free space and that the directory is writable; the earlier file is kept",
             what.display()
         )
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     for (r, name) in reports.iter().zip(file_names(reports)) {
         let p = dir.join(name);
-        std::fs::write(&p, format!("{:#}\n", r.doc)).map_err(|e| fail(&p, e))?;
+        crate::outfile::write(&p, format!("{:#}\n", r.doc).as_bytes()).map_err(|e| fail(&p, e))?;
     }
     let labels = safe_labels(reports);
     for (c, s, suffix, doc) in pairs.into_iter().flat_map(Matrix::client_docs) {
@@ -755,12 +843,12 @@ pub fn write_out(
             continue;
         };
         let p = dir.join(format!("perf-{c}-{s}{suffix}.json"));
-        std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| fail(&p, e))?;
+        crate::outfile::write(&p, format!("{doc:#}\n").as_bytes()).map_err(|e| fail(&p, e))?;
     }
     let p = dir.join("cluster.json");
-    std::fs::write(&p, format!("{whole:#}\n")).map_err(|e| fail(&p, e))?;
+    crate::outfile::write(&p, format!("{whole:#}\n").as_bytes()).map_err(|e| fail(&p, e))?;
     let p = dir.join("report.html");
-    std::fs::write(&p, html::render(whole)).map_err(|e| fail(&p, e))
+    crate::outfile::write(&p, html::render(whole).as_bytes()).map_err(|e| fail(&p, e))
 }
 
 /// What the ranks sent of the stages after the pairs (each index = rank).
@@ -822,9 +910,9 @@ pub fn mark_lost(raw: &mut [Vec<u8>], lost: &[(usize, String)]) {
 pub fn write_nccl(dir: &std::path::Path, rep: Option<&nccl::Report>) -> Result<(), String> {
     for (name, doc) in rep.into_iter().flat_map(nccl::Report::files) {
         let p = dir.join(name);
-        std::fs::write(&p, format!("{doc:#}\n")).map_err(|e| {
+        crate::outfile::write(&p, format!("{doc:#}\n").as_bytes()).map_err(|e| {
             format!(
-                "writing {}: {e}: check that the directory is writable",
+                "writing {}: {e}: check the free space and that the directory is writable; the earlier file is kept",
                 p.display()
             )
         })?;
@@ -1041,7 +1129,10 @@ pub fn report_with(
     let text = if args.json {
         format!("{whole}\n")
     } else {
-        render_text(meta, &reports, &problems, &across, &stages)
+        // Host names and values come from other machines: no control
+        // character reaches the terminal raw (JSON escapes its own).
+        crate::cli::terminal_safe(&render_text(meta, &reports, &problems, &across, &stages))
+            .into_owned()
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         let _ = writeln!(

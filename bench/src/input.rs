@@ -1,5 +1,10 @@
-//! Reading a file the user named (erdma-compare's inputs, erdma-cluster's
-//! `--baseline` documents): regular files only, at most [`MAX_INPUT_BYTES`].
+//! The one way bench/ reads a file (clippy's `disallowed-methods` in
+//! `bench/clippy.toml` refuses `std::fs::read*` and `File::open` elsewhere).
+//! A file the user named (erdma-compare's inputs, erdma-cluster's
+//! `--baseline` and `--resume` documents): regular files only, at most
+//! [`MAX_INPUT_BYTES`] for a log read as a stream and [`MAX_DOCUMENT_BYTES`]
+//! for a document read whole ([`read_document`], [`read_json`]); files of
+//! the system (`/proc`, `/sys`, caches) through [`read_text`] and [`read_bytes`].
 //! A FIFO, a character device (`/dev/zero`), a directory or a socket is an
 //! error naming the file, and so is a file over the cap; nothing blocks
 //! (the open is non-blocking, so a FIFO without a writer cannot hang it)
@@ -15,6 +20,18 @@ use std::path::Path;
 /// The largest input read: 256 MiB, far beyond any result file (a
 /// nccl-tests log of a week-long `-N 0` run is tens of MB).
 pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+/// The largest result document read whole and parsed (an erdma-perf or
+/// nccl-tests JSON document, a CSV result, a `--resume` round file, an
+/// NCCL-stage baseline): 16 MiB. Real ones are KBs to a few MB; parsed
+/// JSON takes up to about 20 times its text in memory, so a document at
+/// the cap stays within a few hundred MB instead of GBs (the parse must
+/// not abort on a failed allocation under a `ulimit -v`).
+pub const MAX_DOCUMENT_BYTES: u64 = 16 << 20;
+
+/// The largest file of the system read (`/proc`, `/sys`, a kernel cache
+/// entry): 64 MiB (`/proc/self/maps` of a CUDA process is a few MB).
+pub const MAX_SYSTEM_BYTES: u64 = 64 << 20;
 
 /// Why a file could not be read; its `Display` names the file.
 #[derive(Debug)]
@@ -32,8 +49,10 @@ pub enum InputErrorKind {
     Io(io::Error),
     /// Not a regular file: what it is instead.
     NotRegular(&'static str),
-    /// Larger than the cap.
-    TooLarge,
+    /// Larger than the cap (the cap, in bytes).
+    TooLarge(u64),
+    /// Not the JSON document expected: why (the parser's words).
+    NotJson(String),
 }
 
 impl InputError {
@@ -51,11 +70,12 @@ impl std::fmt::Display for InputError {
             InputErrorKind::NotRegular(what) => {
                 write!(f, "{p} is {what}, not a regular file: name a result file")
             }
-            InputErrorKind::TooLarge => write!(
+            InputErrorKind::TooLarge(cap) => write!(
                 f,
                 "{p} is larger than {} MiB, the most an input may hold: is it a result file?",
-                MAX_INPUT_BYTES >> 20
+                cap >> 20
             ),
+            InputErrorKind::NotJson(why) => write!(f, "{p} is not a JSON document: {why}"),
         }
     }
 }
@@ -84,6 +104,44 @@ fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
 /// The whole of `path`, a regular file of at most [`MAX_INPUT_BYTES`].
 pub fn read(path: impl AsRef<Path>) -> Result<Vec<u8>, InputError> {
     read_capped(path.as_ref(), MAX_INPUT_BYTES)
+}
+
+/// The whole of `path`, a regular file of at most [`MAX_DOCUMENT_BYTES`]:
+/// a result document read whole.
+pub fn read_document(path: impl AsRef<Path>) -> Result<Vec<u8>, InputError> {
+    read_capped(path.as_ref(), MAX_DOCUMENT_BYTES)
+}
+
+/// `path` read as [`read_document`] reads it and parsed as JSON; an error
+/// names the file and what is wrong with it.
+pub fn read_json(path: impl AsRef<Path>) -> Result<serde_json::Value, InputError> {
+    let path = path.as_ref();
+    let bytes = read_document(path)?;
+    serde_json::from_slice(&bytes).map_err(|e| InputError {
+        path: path.display().to_string(),
+        kind: InputErrorKind::NotJson(e.to_string()),
+    })
+}
+
+/// A file of the system (`/proc`, `/sys`, a file a test or the kernel
+/// cache wrote) as text: regular files only, at most [`MAX_SYSTEM_BYTES`];
+/// the error keeps the open's [`io::ErrorKind`] (`NotFound` stays one).
+pub fn read_text(path: impl AsRef<Path>) -> io::Result<String> {
+    String::from_utf8(read_bytes(path)?).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// [`read_text`]'s bytes, for a binary file.
+pub fn read_bytes(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    read_capped(path.as_ref(), MAX_SYSTEM_BYTES).map_err(|e| match e.kind {
+        InputErrorKind::Io(io) => io::Error::new(
+            io.kind(),
+            InputError {
+                path: e.path,
+                kind: InputErrorKind::Io(io),
+            },
+        ),
+        _ => io::Error::new(io::ErrorKind::InvalidData, e),
+    })
 }
 
 /// [`read`] with another cap (for tests).
@@ -115,7 +173,7 @@ impl Input {
     /// The [`InputError`] for an error of this input's reads.
     pub fn error(&self, e: io::Error) -> InputError {
         let kind = if self.seen > self.cap {
-            InputErrorKind::TooLarge
+            InputErrorKind::TooLarge(self.cap)
         } else {
             InputErrorKind::Io(e)
         };
@@ -155,7 +213,7 @@ fn open_capped(path: &Path, cap: u64) -> Result<Input, InputError> {
         return Err(err(InputErrorKind::NotRegular(what)));
     }
     if meta.len() > cap {
-        return Err(err(InputErrorKind::TooLarge));
+        return Err(err(InputErrorKind::TooLarge(cap)));
     }
     Ok(Input {
         // One byte past the cap tells a file that grew from one at it.
@@ -179,7 +237,17 @@ mod tests {
         std::fs::write(&f, b"hello").unwrap();
         assert_eq!(read(&f).unwrap(), b"hello");
         let e = read_capped(&f, 4).unwrap_err();
-        assert!(matches!(e.kind, InputErrorKind::TooLarge), "{e}");
+        assert!(matches!(e.kind, InputErrorKind::TooLarge(4)), "{e}");
+        std::fs::write(&f, b"{\"a\":").unwrap();
+        let e = read_json(&f).unwrap_err();
+        assert!(
+            e.to_string().contains("a.txt is not a JSON document"),
+            "{e}"
+        );
+        assert!(read_text("/dev/zero").is_err());
+        let e = read_text(dir.join("missing")).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert!(e.to_string().contains("missing"), "{e}");
         let e = read(&dir).unwrap_err();
         assert_eq!(
             e.to_string(),

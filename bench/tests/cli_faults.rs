@@ -5,6 +5,7 @@
 //! machine cannot hold, launch variables that disagree, output files that
 //! are devices or FIFOs; and random command lines for every binary. Every
 //! case is bounded in time.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;
@@ -194,6 +195,34 @@ fn compare_reads_only_regular_files_under_the_cap() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+#[test]
+fn a_json_document_over_the_document_cap_is_refused_not_parsed() {
+    // Issue 33 row 5: a JSON document under the 256 MiB cap of logs was
+    // parsed whole (3.5 GB for 200 MB; an abort under a ulimit). Documents
+    // have a 16 MiB cap: 40 MB of `0,` (20 M values, ~1.3 GB parsed) must
+    // be refused, in one line, under 1 GB of address space.
+    let dir = temp_dir("bigjson");
+    let big = dir.join("big.json");
+    let mut text = String::with_capacity(41 << 20);
+    text.push_str("{\"results\": [");
+    while text.len() < 40 << 20 {
+        text.push_str("0,");
+    }
+    text.push_str("0]}");
+    std::fs::write(&big, text).unwrap();
+    let p = big.to_str().unwrap();
+    let e = limited(1_000_000, "erdma-compare", &[p], &[]);
+    no_crash(&e, p);
+    assert_eq!(e.code, 3, "{e:?}");
+    assert!(
+        e.err.starts_with(&format!(
+            "erdma-compare: {p} is larger than 16 MiB, the most an input may hold"
+        )) && e.err.lines().count() == 1,
+        "{e:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// A nccl-tests log of `-N` cycles: the all_reduce table repeated to
 /// `bytes`.
 fn long_log(path: &Path, bytes: usize) {
@@ -288,6 +317,92 @@ fn cluster_baseline_must_be_a_directory() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// erdma-cluster on this host alone with `--out DIR`; `fsize_kb`: under
+/// `ulimit -f` (SIGXFSZ ignored, so a write over it fails as on a full
+/// disk). Open MPI keeps its data in memory (`PMIX_MCA_gds=hash`), not in
+/// files the limit would stop.
+fn cluster_out(out: &Path, fsize_kb: Option<u64>) -> Ended {
+    let c = command(
+        "erdma-cluster",
+        &["--skip", "gpu", "--out", out.to_str().unwrap()],
+        &[("OMPI_MCA_plm", "isolated"), ("PMIX_MCA_gds", "hash")],
+    );
+    let Some(kb) = fsize_kb else {
+        return Proc::spawn(c).wait(LIMIT);
+    };
+    let mut sh = Command::new("bash");
+    sh.arg("-c")
+        .arg(format!("trap '' XFSZ; ulimit -f {kb}; exec \"$0\" \"$@\""))
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    Proc::spawn(sh).wait(LIMIT)
+}
+
+/// The names in `dir` that are temporary files of a write.
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") || n.starts_with(".write-check"))
+        .collect()
+}
+
+#[test]
+fn cluster_out_is_checked_first_and_replaced_whole() {
+    // Issue 33 row 9: --out checked before the first stage; each file
+    // written to a temporary file and renamed: a link at its name is
+    // replaced (its target kept), a failed write keeps the earlier report.
+    let dir = temp_dir("out");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let e = cluster_out(&file, None);
+    no_crash(&e, "--out a file");
+    assert_eq!(e.code, 4, "{e:?}");
+    assert!(
+        e.err.contains(&format!(
+            "erdma-cluster: --out {}: not a directory: name a directory",
+            file.display()
+        )) && e.out.is_empty(),
+        "checked before the first stage: {e:?}"
+    );
+    let out = dir.join("out");
+    let e = cluster_out(&out, None);
+    no_crash(&e, "--out");
+    assert!([0, 1, 2].contains(&e.code), "{e:?}");
+    let outside = dir.join("outside");
+    std::fs::write(&outside, "keep").unwrap();
+    std::fs::remove_file(out.join("report.html")).unwrap();
+    std::os::unix::fs::symlink(&outside, out.join("report.html")).unwrap();
+    let e = cluster_out(&out, None);
+    assert!([0, 1, 2].contains(&e.code), "{e:?}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+    let html = std::fs::symlink_metadata(out.join("report.html")).unwrap();
+    assert!(html.is_file(), "the link replaced by the report");
+    let before = std::fs::read(out.join("cluster.json")).unwrap();
+    // 1 KiB: every document is larger, so each write fails part way.
+    let e = cluster_out(&out, Some(1));
+    no_crash(&e, "ulimit -f");
+    assert_eq!(e.code, 4, "{e:?}");
+    assert!(
+        e.err
+            .lines()
+            .any(|l| l.starts_with("erdma-cluster: writing ")
+                && l.contains("File too large")
+                && l.ends_with("the earlier file is kept")),
+        "{e:?}"
+    );
+    assert_eq!(std::fs::read(out.join("cluster.json")).unwrap(), before);
+    assert!(temporaries(&out).is_empty(), "{:?}", temporaries(&out));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn counts_the_machine_cannot_hold_are_refused_first() {
     for (name, args) in [
@@ -296,6 +411,8 @@ fn counts_the_machine_cannot_hold_are_refused_first() {
         ("all_reduce_perf", ["-g", "2147483647"]),
         ("reduce_perf", ["-g", "99999999999"]),
         ("all_reduce_perf", ["-t", "300000"]),
+        // Issue 33 row 13: checked against the CPUs, not threads-max.
+        ("all_reduce_perf", ["-t", "20000"]),
     ] {
         let mut a = vec!["--backend", "host", "-b", "8", "-e", "8", "-n", "1"];
         a.extend(args);
@@ -305,6 +422,83 @@ fn counts_the_machine_cannot_hold_are_refused_first() {
         assert!(e.err.starts_with("invalid number of threads ("), "{e:?}");
         assert!(e.secs < bound::prompt_s(), "{e:?}");
     }
+}
+
+#[test]
+fn threads_are_checked_against_the_cpus() {
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let over = (cpus * 4 + 1).to_string();
+    let e = limited(
+        4_000_000,
+        "all_reduce_perf",
+        &[
+            "--backend",
+            "host",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "-t",
+            &over,
+        ],
+        &[],
+    );
+    no_crash(&e, "-t");
+    assert_eq!(e.code, 255, "{e:?}");
+    assert!(
+        e.err.starts_with(&format!(
+            "invalid number of threads ({over}): this process may use {cpus} CPUs, at most {} threads",
+            cpus * 4
+        )),
+        "{e:?}"
+    );
+    assert!(e.secs < 10.0, "{e:?}");
+}
+
+#[test]
+fn a_json_document_keeps_only_the_variables_that_matter() {
+    // Issue 33 row 12: -J documents (erdma-cluster's nccl-*.json) held the
+    // whole environment, tokens included.
+    let dir = temp_dir("env");
+    let j = dir.join("run.json");
+    let e = Proc::bench(
+        "all_reduce_perf",
+        &[
+            "--backend",
+            "host",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "-n",
+            "1",
+            "-J",
+            j.to_str().unwrap(),
+        ],
+        &[
+            ("MY_SERVICE_TOKEN", "s3cr3t"),
+            ("NCCL_DEBUG", "WARN"),
+            ("UNRELATED", "x"),
+        ],
+    )
+    .wait(LIMIT);
+    assert_eq!(e.code, 0, "{e:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let env: Vec<&str> = doc["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(env.contains(&"NCCL_DEBUG=WARN"), "{env:?}");
+    assert!(
+        !env.iter()
+            .any(|v| v.contains("s3cr3t") || v.starts_with("UNRELATED=") || v.starts_with("HOME=")),
+        "{env:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -332,6 +526,161 @@ fn buffers_over_available_memory_exit_2_before_allocating() {
                 .contains("cannot hold the buffers of its ranks (MemAvailable "),
         "{e:?}"
     );
+}
+
+/// A memory cgroup of `bytes` made for one test (cgroup v1's memory
+/// controller, or v2's where it is enabled below the root), removed when
+/// dropped; None where none can be made (not root, no memory controller):
+/// the test then says so and passes, unless ERDMA_REQUIRE_CGROUP is set.
+struct Cgroup(PathBuf);
+
+impl Cgroup {
+    fn new(tag: &str, bytes: u64) -> Option<Cgroup> {
+        let name = format!("erdma-cli-faults-{tag}-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let made = if v1.join("memory.limit_in_bytes").exists() {
+            let d = v1.join(&name);
+            std::fs::create_dir(&d).ok()?;
+            let cg = Cgroup(d);
+            std::fs::write(cg.0.join("memory.limit_in_bytes"), bytes.to_string()).ok()?;
+            // With swap the kernel would swap, not kill: no swap either.
+            let _ = std::fs::write(cg.0.join("memory.memsw.limit_in_bytes"), bytes.to_string());
+            Some(cg)
+        } else if std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.split_whitespace().any(|w| w == "memory"))
+        {
+            let d = v2.join(&name);
+            std::fs::create_dir(&d).ok()?;
+            let cg = Cgroup(d);
+            std::fs::write(cg.0.join("memory.max"), bytes.to_string()).ok()?;
+            let _ = std::fs::write(cg.0.join("memory.swap.max"), "0");
+            Some(cg)
+        } else {
+            None
+        };
+        if made.is_none() {
+            assert!(
+                std::env::var_os("ERDMA_REQUIRE_CGROUP").is_none(),
+                "no memory cgroup can be made here"
+            );
+            eprintln!("skipped: no memory cgroup can be made here (root and a memory controller)");
+        }
+        made
+    }
+
+    /// `c` started inside the cgroup.
+    fn wrap(&self, c: &Command) -> Command {
+        let mut sh = Command::new("bash");
+        sh.arg("-c")
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+                self.0.display()
+            ))
+            .arg(c.get_program())
+            .args(c.get_args());
+        for (k, v) in c.get_envs() {
+            match v {
+                Some(v) => sh.env(k, v),
+                None => sh.env_remove(k),
+            };
+        }
+        sh
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        // Its processes have ended; the kernel may take a moment.
+        for _ in 0..50 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn memory_checks_read_the_cgroup_limit_and_count_every_rank_of_the_host() {
+    // Issue 33 row 6: in a 1 GiB cgroup the check saw the host's free
+    // memory and the kernel killed the run (137) without a word.
+    let Some(cg) = Cgroup::new("room", 1 << 30) else {
+        return;
+    };
+    let c = command(
+        "all_reduce_perf",
+        &["--backend", "host", "-b", "700M", "-e", "700M", "-n", "1"],
+        &[],
+    );
+    let e = Proc::spawn(cg.wrap(&c)).wait(LIMIT);
+    no_crash(&e, "host backend in a cgroup");
+    assert_eq!(e.code, 2, "{e:?}");
+    assert!(
+        e.out
+            .contains("cannot hold the buffers of its ranks (the memory cgroup "),
+        "{e:?}"
+    );
+    // Two processes of 2 x 200 MB and the MPI backend's staged copies:
+    // each fits alone, both do not; every rank of the host is counted.
+    if !cfg!(feature = "mpi") {
+        return;
+    }
+    let Some(mut c) = mpirun() else {
+        return;
+    };
+    c.args(["-np", "2"]).arg(bin("all_reduce_perf")).args([
+        "--backend",
+        "mpi",
+        "-b",
+        "200M",
+        "-e",
+        "200M",
+        "-n",
+        "1",
+        "-c",
+        "0",
+    ]);
+    let e = Proc::spawn(cg.wrap(&c)).wait(LIMIT);
+    assert_eq!(e.code, 2, "{e:?}");
+    assert!(
+        e.out
+            .contains("of staged copies on each of this host's 2 rank(s)"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn mpi_backend_memory_does_not_grow_with_iterations() {
+    // Issue 33 row 1: one staged copy per in-place collective in flight,
+    // -n 1000 of 4 MB took 4.1 GB per rank. In 768 MiB, 2 ranks of -n 80
+    // of 8 MB: 1.3 GB of copies before the bounded pool, ~300 MB with it.
+    if !cfg!(feature = "mpi") {
+        return;
+    }
+    let Some(cg) = Cgroup::new("pool", 768 << 20) else {
+        return;
+    };
+    let Some(mut c) = mpirun() else {
+        return;
+    };
+    c.args(["-np", "2"]).arg(bin("all_reduce_perf")).args([
+        "--backend",
+        "mpi",
+        "-b",
+        "8M",
+        "-e",
+        "8M",
+        "-n",
+        "80",
+        "-w",
+        "1",
+        "-c",
+        "0",
+    ]);
+    let e = Proc::spawn(cg.wrap(&c)).wait(Duration::from_secs(300));
+    assert_eq!(e.code, 0, "killed in the cgroup? {e:?}");
+    assert!(e.out.contains("# Out of bounds values : 0 OK"), "{e:?}");
 }
 
 #[test]
@@ -372,6 +721,44 @@ fn launch_variables_that_disagree_exit_6() {
         ),
         "{e:?}"
     );
+}
+
+#[test]
+fn erdma_cluster_refuses_launcher_variables_mpi_denies_with_exit_6() {
+    // Issue 33 row 7: each task ran a one-host job and passed.
+    for (env, speaks) in [
+        (
+            &[
+                ("RANK", "0"),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+            ][..],
+            true,
+        ),
+        (&[("RANK", "1"), ("WORLD_SIZE", "2")][..], false),
+        (&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")][..], true),
+    ] {
+        let mut all = env.to_vec();
+        all.push(("OMPI_MCA_plm", "isolated"));
+        let e = Proc::spawn(command("erdma-cluster", &["--pairs"], &all)).wait(LIMIT);
+        no_crash(&e, &format!("{env:?}"));
+        assert_eq!(e.code, 6, "{env:?}: {e:?}");
+        let lines: Vec<&str> = e
+            .err
+            .lines()
+            .filter(|l| l.starts_with("erdma-cluster: "))
+            .collect();
+        if speaks {
+            assert_eq!(lines.len(), 1, "{e:?}");
+            assert!(
+                lines[0].contains("but MPI says rank 0 of 1: start erdma-cluster with mpirun"),
+                "{e:?}"
+            );
+        } else {
+            assert!(lines.is_empty(), "{e:?}");
+        }
+        assert!(e.out.is_empty(), "no report: {e:?}");
+    }
 }
 
 #[test]

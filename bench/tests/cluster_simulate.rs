@@ -1,6 +1,7 @@
 //! `erdma-cluster --simulate` run as a user runs it (no mpirun): the
 //! injected faults found at 16 and 1000 hosts, the JSON document's
 //! verdicts and predicted wall time, bad specs refused with one line.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 use std::process::Command;
 

@@ -1,5 +1,6 @@
 //! `erdma-compare` as a user runs it: the table, `--json`, `--csv`, exit
 //! statuses, and plots read back (SVG parsed as XML, PNG decoded).
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 use plotters::style::{Color, Palette};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! End to end: two MPI-backend runs of all_reduce_perf under real mpirun
 //! write -J and --csv files; erdma-compare reads them side by side.
 #![cfg(feature = "mpi")]
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;

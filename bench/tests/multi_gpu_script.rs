@@ -9,6 +9,7 @@
 //! N processes sharing GPU 0, each with its own NCCL_HOSTID) runs the same
 //! way, with wrappers that log each rank's NCCL settings. The NCCL run itself
 //! needs a GPU: docs/perf/multi-gpu-README.md.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

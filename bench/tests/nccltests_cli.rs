@@ -1,5 +1,6 @@
 //! The `*_perf` binaries in one process: arguments, report layout, JSON,
 //! CSV, exit statuses, and the wrong-data path.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;

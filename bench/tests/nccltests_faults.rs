@@ -3,6 +3,7 @@
 //! the output files they leave; a stopped rank, hostile peers and launch
 //! mistakes at the TCP rendezvous. Every case is bounded in time, and
 //! every process is killed when a test fails.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;
@@ -190,6 +191,8 @@ fn too_many_threads_is_an_error_not_an_abort() {
             ),
         ])
         .env("MALLOC_ARENA_MAX", "2")
+        // -t 20000 is refused on a machine's CPUs since issue 33 row 13.
+        .env("ERDMA_BENCH_HOOK", "skip-cpu-check")
         .env_remove("RANK")
         .env_remove("WORLD_SIZE");
         c

@@ -5,6 +5,7 @@
 //! exit 2. Bounded in time; mpirun and the stopped rank are killed when a
 //! test fails.
 #![cfg(feature = "mpi")]
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;

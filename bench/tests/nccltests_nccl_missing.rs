@@ -3,6 +3,7 @@
 //! binary, never a panic. The "NCCL present, no driver" case loads a stub
 //! library built here with the C compiler (skipped when there is none, or
 //! when this machine has a GPU driver).
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use erdma::nccl::Version;

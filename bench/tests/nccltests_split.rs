@@ -3,6 +3,7 @@
 //! form one communicator (ranks ordered by world rank), each communicator
 //! reduces among its own members, rank 0 prints, and busbw uses the size
 //! of rank 0's communicator.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;

@@ -1,6 +1,7 @@
 //! Launch without MPI: ranks from RANK/WORLD_SIZE, rendezvous over TCP at
 //! MASTER_ADDR:MASTER_PORT, collectives by the host backend. A dying or
 //! hung rank must make every process fail within the timeout.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 mod nccltests_common;
 use nccltests_common::*;

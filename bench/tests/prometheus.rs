@@ -7,6 +7,7 @@
 //! scrape over real rxe and siw devices (rig/guest/tests.d/prometheus.sh).
 //! Without prometheus/promtool the tests that need them say so and skip,
 //! unless ERDMA_REQUIRE_PROMETHEUS=1 (scripts/test.sh, whose setup installs it).
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -4,6 +4,7 @@
 //! pass). Without Chromium the test says so and skips, unless
 //! ERDMA_REQUIRE_CHROMIUM=1 (scripts/test.sh, whose setup installs it),
 //! where its absence fails.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

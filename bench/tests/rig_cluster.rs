@@ -1,6 +1,6 @@
 //! erdma-cluster in the rig: `mpirun -np 2` in the VM, both ranks seeing the
 //! real rxe and siw devices. rig/test.sh runs it with --include-ignored.
-
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 #![cfg(feature = "mpi")]
 
 mod cluster_common;

@@ -7,6 +7,7 @@
 //! nothing; `erdma-cluster --drain=apply` on a simulated host verdict drains
 //! the node, and the health check does not resume it. Without Slurm or root
 //! the test says so and skips, unless ERDMA_REQUIRE_SLURM=1.
+#![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

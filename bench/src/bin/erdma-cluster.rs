@@ -17,6 +17,24 @@ use erdma_bench::cluster::{self, Args, nccl, pairs, traffic};
 use erdma_bench::doctor::{self, system::SystemHost};
 use erdma_bench::meta::RunMeta;
 
+/// `--out DIR` made ready before the first stage
+/// ([`erdma_bench::outfile::check_dir`]): 0, or [`cluster::EXIT_OUTPUT`]
+/// once the line saying why is printed.
+fn out_checked(args: &Args) -> i32 {
+    match args
+        .out
+        .as_deref()
+        .map(|d| erdma_bench::outfile::check_dir("--out", d))
+    {
+        Some(Err(e)) => {
+            let line = format!("erdma-cluster: {e}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            cluster::EXIT_OUTPUT
+        }
+        _ => 0,
+    }
+}
+
 /// This rank's erdma-doctor document.
 fn local_report(args: &Args, host: &SystemHost) -> Vec<u8> {
     let report = doctor::evaluate(host, &args.skip);
@@ -333,7 +351,8 @@ fn pair_stage(
     );
     let plan = announce(args, rank, &eps, &mut job);
     let budgeted = plan.as_ref().filter(|p| p.budgeted);
-    let mut done = resumed(args, rank, &job, world);
+    let planned = budgeted.map_or_else(|| pairs::rounds(eps.len()), |p| p.plan.rounds);
+    let mut done = resumed(args, rank, &job, planned, world);
     let skip: Vec<usize> = done.keys().copied().collect();
     if let Some(out) = &args.out {
         let _ = LOST_HINT.set(format!(
@@ -517,13 +536,14 @@ fn resumed(
     args: &Args,
     rank: usize,
     job: &serde_json::Value,
+    planned: usize,
     world: &world::World,
 ) -> std::collections::BTreeMap<usize, Vec<serde_json::Value>> {
     let Some(dir) = &args.resume else {
         return Default::default();
     };
     let found = if rank == 0 {
-        cluster::rounds::read(dir, job)
+        cluster::rounds::read(dir, job, planned)
     } else {
         Ok(Default::default())
     };
@@ -609,6 +629,8 @@ fn run() -> i32 {
     if cluster::simulate::requested() {
         return simulate();
     }
+    // Read before MPI starts: Open MPI may set its own while it starts.
+    let said = cluster::launch_said(&|k| std::env::var(k).ok());
     let (rank, size) = match world::init() {
         Ok(rs) => rs,
         Err(e) => {
@@ -616,6 +638,15 @@ fn run() -> i32 {
             std::process::exit(cluster::EXIT_USAGE);
         }
     };
+    if let Some(why) = cluster::launch_disagrees(said.as_ref(), rank, size) {
+        // One line per job: from the launcher's rank 0 (or any rank when
+        // its number is not one).
+        let r = said.as_ref().map(|s| s.values.0.trim().parse::<usize>());
+        if !matches!(r, Some(Ok(r)) if r != 0) {
+            eprintln!("erdma-cluster: {why}");
+        }
+        std::process::exit(cluster::EXIT_LAUNCH);
+    }
     stop_hook(rank);
     // Every rank parses the same command line, so all agree on the outcome.
     let args = match parse(rank == 0, size) {
@@ -630,6 +661,16 @@ fn run() -> i32 {
         }
     };
     let world = world::World::new(args.timeout);
+    // --out is rank 0's: checked before the first stage (an hour of
+    // measurements must not end in a directory that cannot be written).
+    // Only with --out (the same on every rank): no exchange otherwise.
+    if args.out.is_some() {
+        let code = if rank == 0 { out_checked(&args) } else { 0 };
+        let all = world.all_gather(&[u8::from(code != 0)], "checking --out on rank 0");
+        if all.first().is_none_or(|b| b.first() != Some(&0)) {
+            std::process::exit(cluster::EXIT_OUTPUT);
+        }
+    }
     let host = SystemHost::new();
     // The reports to rank 0, the host names to every rank (a star through
     // rank 0 carries every byte it sends to everyone: names, not reports).
@@ -744,6 +785,9 @@ fn run() -> i32 {
         Ok(a) => a,
         Err(code) => std::process::exit(code),
     };
+    if out_checked(&args) != 0 {
+        std::process::exit(cluster::EXIT_OUTPUT);
+    }
     let host = SystemHost::new();
     let before = args.pair.pairs.then(|| counters(true));
     let pair_raw = args

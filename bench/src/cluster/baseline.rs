@@ -51,7 +51,7 @@ pub struct Comparison {
 
 /// What the baseline holds for one pair: its BW, or why there is none.
 fn baseline_gbps(path: &Path, test: &str) -> Result<f64, String> {
-    let bytes = crate::input::read(path).map_err(|e| {
+    let bytes = crate::input::read_document(path).map_err(|e| {
         if e.not_found() {
             format!("no baseline document {}", path.display())
         } else {

@@ -491,12 +491,20 @@ fn median(v: Vec<f64>) -> Option<f64> {
 }
 
 /// The file-name label of every rank, as `--out` and `--baseline` spell it
-/// (the host reduced to `[A-Za-z0-9._-]`, `-rankN` when ranks share it).
+/// (the host reduced to `[A-Za-z0-9._-]`, `-rankN` when ranks share it or
+/// their names reduce alike: the `file` each host entry names).
 fn file_labels(doc: &Value) -> Vec<String> {
     items(&doc["hosts"])
         .iter()
         .enumerate()
         .map(|(i, h)| {
+            // The name the file was written under (made distinct there).
+            if let Some(l) = h["file"]
+                .as_str()
+                .and_then(|f| f.strip_prefix("doctor-")?.strip_suffix(".json"))
+            {
+                return l.to_owned();
+            }
             let host = plain(&h["host"]);
             let safe = super::safe_name(&host);
             let shared = h["label"].as_str().is_some_and(|l| l != host);

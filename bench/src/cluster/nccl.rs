@@ -20,6 +20,24 @@ use crate::nccltests::colls::{self, Collective};
 /// 1 GiB), data checked.
 pub const DEFAULT_ARGS: &str = "-b 1M -e 1G -f 4 -w 2 -n 10 -c 1";
 
+/// [`DEFAULT_ARGS`] on host memory (the `mpi` and `host` backends): up to
+/// 64 MiB. Each rank holds its 3 buffers and the MPI backend's staged
+/// copies (at most 256 MiB): about 450 MB a rank instead of 4 GB, so the
+/// ranks of a host without GPUs fit in a few GB; a run that still cannot
+/// fit is refused by the collectives' memory check (exit 2, the stage
+/// failed with the reason), never killed by the kernel.
+pub const DEFAULT_HOST_ARGS: &str = "-b 1M -e 64M -f 4 -w 2 -n 10 -c 1";
+
+/// The options a run on `backend` gets: `--nccl-args`, or when left at
+/// [`DEFAULT_ARGS`] on host memory, [`DEFAULT_HOST_ARGS`].
+pub fn stage_args<'a>(a: &'a NcclArgs, backend: &str) -> &'a str {
+    if backend != "nccl" && a.nccl_args == DEFAULT_ARGS {
+        DEFAULT_HOST_ARGS
+    } else {
+        &a.nccl_args
+    }
+}
+
 /// The collectives `--nccl-tests` may name.
 pub const TESTS: [&str; 10] = [
     "all_reduce",
@@ -64,35 +82,41 @@ pub fn collective(name: &str) -> Option<&'static Collective> {
         .find(|c| c.name.eq_ignore_ascii_case(&want))
 }
 
-/// Options erdma-cluster sets itself.
-const OWN: [&str; 8] = [
-    "-g",
-    "--ngpus",
-    "-J",
-    "--output_file",
-    "-T",
-    "--timeout",
-    "--backend",
-    "-t",
-];
+/// Options erdma-cluster sets itself (or that would take the run from
+/// it: -t threads, --bootstrap), by their short name: the collectives' own
+/// parser ([`crate::nccltests::options::options_in`]) names each however
+/// it is spelled (`-g2`, `--ngpus=2`, `--ngp 2`).
+const OWN: [&str; 6] = ["-g", "-J", "-T", "--backend", "-t", "--bootstrap"];
 
 /// `--nccl-args` checked: no option erdma-cluster sets, and the benchmark's
 /// own parser accepts the rest (said once by rank 0 as a usage error).
 pub fn check(a: &NcclArgs) -> Result<(), String> {
-    for w in a.nccl_args.split_whitespace() {
-        let name = w.split('=').next().unwrap_or(w);
-        if OWN.contains(&name) {
-            return Err(format!(
-                "--nccl-args: {name} is set by erdma-cluster (-g: the host's GPUs, -J: under --out, \
-                 -T: --timeout, --backend: --nccl-backend); leave it out"
-            ));
-        }
+    let words: Vec<String> = a.nccl_args.split_whitespace().map(String::from).collect();
+    let (opts, operands) = crate::nccltests::options::options_in(&words)
+        .map_err(|e| format!("--nccl-args '{}': {e}", a.nccl_args))?;
+    if let Some((name, _)) = opts.iter().find(|(n, _)| OWN.contains(&n.as_str())) {
+        return Err(format!(
+            "--nccl-args: {name} is set by erdma-cluster (-g: the host's GPUs, -J: under --out, \
+             -T: --timeout, --backend: --nccl-backend, -t and --bootstrap: one thread per rank \
+             over MPI); leave it out"
+        ));
+    }
+    if let Some(w) = operands.first() {
+        return Err(format!(
+            "--nccl-args '{}': '{w}' is not an option of the collectives: leave it out",
+            a.nccl_args
+        ));
     }
     let argv = argv(a, "all_reduce", "mpi", 1, None, 60);
     let kind = crate::nccltests::options::prescan_backend(&argv);
     let (features, version) = crate::nccltests::backend::probe_features(kind);
     let mut printed = crate::nccltests::options::Printed::default();
     match crate::nccltests::options::parse(&argv, features, version, &mut printed) {
+        // -N 0 repeats for ever: a stage must end.
+        crate::nccltests::options::Parsed::Run(o) if o.run_cycles == 0 => Err(format!(
+            "--nccl-args '{}': -N 0 runs for ever and a stage must end: give -N 1 or more",
+            a.nccl_args
+        )),
         crate::nccltests::options::Parsed::Run(_) => Ok(()),
         crate::nccltests::options::Parsed::Exit(_) => {
             let why = printed
@@ -118,7 +142,7 @@ pub fn argv(
     timeout_s: u64,
 ) -> Vec<String> {
     let mut v = vec![format!("{test}_perf")];
-    v.extend(a.nccl_args.split_whitespace().map(String::from));
+    v.extend(stage_args(a, backend).split_whitespace().map(String::from));
     v.extend([
         "-g".into(),
         gpus.to_string(),
@@ -149,6 +173,11 @@ pub struct Plan {
 /// host (`ranks_on_host[i]`: how many ranks share rank i's host).
 pub fn plan(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
     let mut p = plan_backend(a, gpus, ranks_on_host);
+    if stage_args(a, &p.backend) != a.nccl_args {
+        p.why.push_str(&format!(
+            "; sizes for host memory: --nccl-args '{DEFAULT_HOST_ARGS}' (give --nccl-args for others)"
+        ));
+    }
     // A host's communicator of one rank on one GPU moves nothing (busbw
     // is 0 by definition): skip the per-host stages when every host is so.
     let biggest = ranks_on_host.iter().max().copied().unwrap_or(1) * p.gpus;
@@ -382,6 +411,10 @@ pub struct Stage {
     pub baseline_rows: Option<Vec<Value>>,
     /// Whether the largest size is under --fail-below x the baseline.
     pub below_baseline: Option<String>,
+    /// Why the baseline has no rows for this stage (its document is
+    /// missing, not a regular file, too large, not JSON or without
+    /// results), naming the document: the stage is then not compared.
+    pub baseline_warning: Option<String>,
     /// The command that reruns only this stage.
     pub rerun: String,
 }
@@ -491,9 +524,7 @@ pub fn run_rank(
             },
         };
         let after = count();
-        let json = std::fs::read(&tmp)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let json = crate::input::read_json(&tmp).ok();
         let _ = std::fs::remove_file(&tmp);
         // The ranks meet only after a cluster run: it ends on every rank
         // together, while the hosts' runs may end far apart (a slow host
@@ -569,13 +600,21 @@ impl Report {
             per_rank.push(runs);
         }
         let distinct = distinct_hosts(ctx.hosts);
+        // One file per host even when two names reduce to one label.
+        let labels = super::unique_labels(
+            distinct.iter().map(|h| super::safe_name(h)).collect(),
+            |i| format!("host{i}"),
+        );
         let mut stages = Vec::new();
         for t in &ctx.args.nccl_tests {
-            for h in distinct.iter().filter(|_| plan.no_host_stage.is_none()) {
+            for (h, label) in distinct
+                .iter()
+                .zip(&labels)
+                .filter(|_| plan.no_host_stage.is_none())
+            {
                 let ranks: Vec<usize> = (0..ctx.hosts.len())
                     .filter(|&r| ctx.hosts[r] == *h)
                     .collect();
-                let label = super::safe_name(h);
                 stages.push(stage(
                     ctx,
                     &plan,
@@ -635,6 +674,7 @@ impl Report {
                 "rows": s.doc.as_ref().map(rows).unwrap_or_default(),
                 "expected_busbw": s.expected.0, "expected_why": s.expected.1,
                 "baseline_rows": s.baseline_rows, "below_baseline": s.below_baseline,
+                "baseline_warning": s.baseline_warning,
                 "rerun": s.rerun,
             })).collect::<Vec<_>>(),
         })
@@ -694,6 +734,9 @@ impl Report {
             }
             if let Some(b) = &st.below_baseline {
                 s.push_str(&format!("fail  {} {}: {b}\n", st.name, st.collective));
+            }
+            if let Some(w) = &st.baseline_warning {
+                s.push_str(&format!("warn  {} {}: {w}\n", st.name, st.collective));
             }
         }
         s
@@ -765,10 +808,13 @@ fn stage(
             "within one host (NVLink/PCIe, or shared memory), not the NICs".into(),
         )
     };
-    let baseline_rows = ctx.baseline.and_then(|(dir, _)| {
-        let v: Value = serde_json::from_slice(&std::fs::read(dir.join(file)).ok()?).ok()?;
-        Some(rows(&v))
-    });
+    let (baseline_rows, baseline_warning) = match ctx.baseline {
+        Some((dir, _)) => match baseline_rows(&dir.join(file)) {
+            Ok(rows) => (Some(rows), None),
+            Err(why) => (None, Some(why)),
+        },
+        None => (None, None),
+    };
     let below_baseline = ctx.baseline.and_then(|(_, r)| {
         let got = doc.as_ref().map(rows)?;
         below(&got, baseline_rows.as_deref()?, r)
@@ -784,7 +830,8 @@ fn stage(
     let error = error.or_else(|| doc.is_none().then(|| "no -J document came back".to_owned()));
     let args = format!(
         "--nccl --nccl-tests {test} --nccl-backend {} --nccl-args '{}'",
-        plan.backend, ctx.args.nccl_args
+        plan.backend,
+        stage_args(ctx.args, &plan.backend)
     );
     let rerun = if scope == "host" {
         format!(
@@ -812,8 +859,31 @@ fn stage(
         expected,
         baseline_rows,
         below_baseline,
+        baseline_warning,
         rerun,
     }
+}
+
+/// The rows of a stage's baseline document, read through the capped
+/// reader (regular files only: a FIFO or `/dev/zero` is refused at once);
+/// or why there are none, naming the document.
+fn baseline_rows(path: &std::path::Path) -> Result<Vec<Value>, String> {
+    let not_compared = "this stage is not compared with the baseline";
+    let doc = crate::input::read_json(path).map_err(|e| {
+        if e.not_found() {
+            format!("no baseline document {}: {not_compared}", path.display())
+        } else {
+            format!("baseline: {e}: {not_compared}")
+        }
+    })?;
+    let rows = rows(&doc);
+    if rows.is_empty() {
+        return Err(format!(
+            "baseline: {} has no nccl-tests results: {not_compared}",
+            path.display()
+        ));
+    }
+    Ok(rows)
 }
 
 /// The largest size both have: busbw under `r` x the baseline's, said.
@@ -916,6 +986,56 @@ mod tests {
         a.nccl_args = "-b 8 --bogus".into();
         let e = check(&a).unwrap_err();
         assert!(e.starts_with("--nccl-args '-b 8 --bogus': "), "{e}");
+        // Issue 33 row 11: however spelled, by the collectives' parser.
+        for (given, name) in [
+            ("-g2", "-g"),
+            ("-T1", "-T"),
+            ("-J/path", "-J"),
+            ("-t2", "-t"),
+            ("--ngpus=2", "-g"),
+            ("--ngp 2", "-g"),
+            ("-c 1 -b8 -g 1", "-g"),
+            ("--backend=host", "--backend"),
+            ("--bootstrap tcp", "--bootstrap"),
+        ] {
+            a.nccl_args = given.into();
+            let e = check(&a).unwrap_err();
+            assert!(
+                e.contains(&format!("{name} is set by erdma-cluster")),
+                "{given}: {e}"
+            );
+        }
+        a.nccl_args = "-b 8 garbage".into();
+        assert_eq!(
+            check(&a).unwrap_err(),
+            "--nccl-args '-b 8 garbage': 'garbage' is not an option of the collectives: leave it out"
+        );
+        a.nccl_args = "-N 0".into();
+        assert!(check(&a).unwrap_err().contains("-N 0 runs for ever"));
+        a.nccl_args = "-N0 -b 8".into();
+        assert!(check(&a).unwrap_err().contains("-N 0 runs for ever"));
+        a.nccl_args = "-N 2 -b 8 -e 8".into();
+        assert!(check(&a).is_ok());
+    }
+
+    #[test]
+    fn the_default_sizes_fit_host_memory() {
+        let mut a = args(&["all_reduce"], "auto");
+        a.nccl_args = DEFAULT_ARGS.into();
+        let v = argv(&a, "all_reduce", "mpi", 1, None, 120).join(" ");
+        assert!(v.starts_with("all_reduce_perf -b 1M -e 64M "), "{v}");
+        let v = argv(&a, "all_reduce", "nccl", 1, None, 120).join(" ");
+        assert!(v.starts_with("all_reduce_perf -b 1M -e 1G "), "{v}");
+        let p = plan(&a, &[0, 0], &[1, 1]);
+        assert!(
+            p.why
+                .contains("sizes for host memory: --nccl-args '-b 1M -e 64M"),
+            "{p:?}"
+        );
+        // Given by the user: kept.
+        a.nccl_args = "-b 8 -e 1G".into();
+        let v = argv(&a, "all_reduce", "mpi", 1, None, 120).join(" ");
+        assert!(v.starts_with("all_reduce_perf -b 8 -e 1G "), "{v}");
     }
 
     #[test]
@@ -952,6 +1072,51 @@ mod tests {
                "devices": [{}, {}],
                "results": [{"size": 1024, "count": 256, "type": "float",
                             "out_of_place": {"time": 10.0, "alg_bw": 1.0, "bus_bw": busbw, "nwrong": 0.0}}]})
+    }
+
+    #[test]
+    fn a_missing_or_bad_baseline_document_is_named_never_waited_for() {
+        let d = std::env::temp_dir().join(format!("nccl-bad-base-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let f = d.join("nccl-cluster-all_reduce.json");
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(
+            e.starts_with("no baseline document /")
+                && e.contains("nccl-cluster-all_reduce.json: this stage is not compared"),
+            "{e}"
+        );
+        // /dev/zero behind a link and a FIFO: refused at once, not read.
+        std::os::unix::fs::symlink("/dev/zero", &f).unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(
+            e.contains("all_reduce.json is a character device, not a regular file"),
+            "{e}"
+        );
+        std::fs::remove_file(&f).unwrap();
+        let c = std::ffi::CString::new(f.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let t = std::time::Instant::now();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        assert!(t.elapsed().as_secs() < 10, "a FIFO waited for");
+        std::fs::remove_file(&f).unwrap();
+        std::fs::write(&f, "garbage").unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("all_reduce.json is not a JSON document"), "{e}");
+        std::fs::write(&f, "{}").unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("has no nccl-tests results"), "{e}");
+        std::fs::File::create(&f)
+            .unwrap()
+            .set_len(crate::input::MAX_DOCUMENT_BYTES + 1)
+            .unwrap();
+        let e = baseline_rows(&f).unwrap_err();
+        assert!(e.contains("is larger than 16 MiB"), "{e}");
+        std::fs::write(&f, doc(10.0).to_string()).unwrap();
+        assert_eq!(baseline_rows(&f).unwrap().len(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

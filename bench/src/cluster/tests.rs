@@ -208,6 +208,101 @@ fn an_unwritable_out_dir_is_exit_4() {
 }
 
 #[test]
+fn control_characters_in_host_names_are_escaped_in_the_text() {
+    // Issue 33 row 10: ESC, BEL, CR (and a direction override) in a host
+    // name reached the terminal raw.
+    let evil = "n\u{1b}]0;owned\u{7}\rx\u{202e}";
+    let raw = vec![doc("h0", &good()), doc(evil, &good())];
+    let (_, out, _) = run(&raw, &[]);
+    assert!(
+        !out.contains(['\u{1b}', '\u{7}', '\r', '\u{202e}']),
+        "{out:?}"
+    );
+    assert!(
+        out.contains("n\\u{1b}]0;owned\\u{7}\\u{d}x\\u{202e}"),
+        "{out}"
+    );
+    assert_eq!(crate::cli::terminal_safe("a\tb\nc"), "a\tb\nc");
+}
+
+#[test]
+fn launcher_variables_must_agree_with_mpi() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let said = launch_said(&env(&[("RANK", "1"), ("WORLD_SIZE", "2")]));
+    let e = launch_disagrees(said.as_ref(), 0, 1).unwrap();
+    assert_eq!(
+        e,
+        "the environment says rank \"1\" of \"2\" (RANK/WORLD_SIZE) but MPI says rank 0 of 1: start erdma-cluster with mpirun or srun --mpi=pmix, and unset RANK/WORLD_SIZE"
+    );
+    assert_eq!(launch_disagrees(said.as_ref(), 1, 2), None);
+    // Open MPI's variables come before Slurm's (mpirun inside an allocation).
+    let said = launch_said(&env(&[
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "4"),
+        ("OMPI_COMM_WORLD_RANK", "3"),
+        ("OMPI_COMM_WORLD_SIZE", "8"),
+    ]));
+    assert_eq!(launch_disagrees(said.as_ref(), 3, 8), None);
+    let said = launch_said(&env(&[("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4")]));
+    assert!(
+        launch_disagrees(said.as_ref(), 0, 1)
+            .unwrap()
+            .contains("(SLURM_PROCID/SLURM_NTASKS)")
+    );
+    let said = launch_said(&env(&[("WORLD_SIZE", "2")]));
+    assert!(
+        launch_disagrees(said.as_ref(), 0, 1)
+            .unwrap()
+            .contains("rank \"\" of \"2\"")
+    );
+    assert_eq!(launch_said(&env(&[("SLURM_PROCID", "0")])), None);
+    assert_eq!(launch_disagrees(None, 0, 1), None);
+}
+
+#[test]
+fn hosts_whose_names_reduce_alike_get_files_of_their_own() {
+    // Issue 33 row 8: names differing in odd characters shared a file.
+    assert_eq!(
+        unique_labels(
+            vec!["node1_a".into(), "node1_a".into(), "b".into(), "".into()],
+            |i| format!("rank{i}")
+        ),
+        ["node1_a-rank0", "node1_a-rank1", "b", "rank3-3"]
+    );
+    // A host named like another's rank label.
+    let l = unique_labels(vec!["x-rank1".into(), "x-rank1".into()], |i| {
+        format!("rank{i}")
+    });
+    assert_ne!(l[0], l[1]);
+    let raw = vec![doc("node1!a", &good()), doc("node1?a", &good())];
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-collide-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (_, _, err) = run(&raw, &["--out", dir.to_str().unwrap()]);
+    assert!(err.is_empty(), "{err}");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("doctor-"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["doctor-node1_a-rank0.json", "doctor-node1_a-rank1.json"]
+    );
+    let whole: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(whole["hosts"][1]["file"], "doctor-node1_a-rank1.json");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn garbage_from_a_rank_is_exit_4_naming_the_rank() {
     let raw = vec![doc("h0", &good()), b"\x00garbage".to_vec()];
     let (code, _, err) = run(&raw, &[]);

@@ -70,7 +70,7 @@ fn error_counters(dir: &std::path::Path, port: u8) -> BTreeMap<String, u64> {
             if !is_error_counter(&name) {
                 continue;
             }
-            let v = std::fs::read_to_string(e.path())
+            let v = crate::input::read_text(e.path())
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok());
             if let Some(v) = v {

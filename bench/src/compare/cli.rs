@@ -137,6 +137,10 @@ fn load(path: &str, err: &mut dyn Write) -> Result<Vec<Run>, i32> {
         Ok(runs) => Ok(runs),
         // The input knows whether the failed read was the size cap.
         Err(parse::StreamError::Io(e)) => Err(say(&input.error(e))),
+        Err(parse::StreamError::TooLarge(cap)) => Err(say(&crate::input::InputError {
+            path: path.to_owned(),
+            kind: crate::input::InputErrorKind::TooLarge(cap),
+        })),
         Err(parse::StreamError::Parse(e)) => {
             let _ = writeln!(err, "erdma-compare: {}", e.describe(path));
             Err(EXIT_INPUT)

@@ -175,7 +175,7 @@ pub fn path(h: &dyn Host, abs: &str) -> PathBuf {
 
 /// A file's contents without the trailing newline; `None` when unreadable.
 pub fn read(h: &dyn Host, abs: &str) -> Option<String> {
-    std::fs::read_to_string(path(h, abs))
+    crate::input::read_text(path(h, abs))
         .ok()
         .map(|s| s.trim_end_matches('\n').to_owned())
 }

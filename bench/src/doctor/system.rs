@@ -158,7 +158,7 @@ fn gather_device(d: &erdma::Device) -> RdmaDevice {
 
 /// The libibverbs and provider libraries mapped into this process.
 fn loaded_verbs_libraries() -> (Option<String>, Vec<String>) {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let maps = crate::input::read_text("/proc/self/maps").unwrap_or_default();
     let mut lib = None;
     let mut providers = BTreeMap::new();
     for line in maps.lines() {

@@ -4,6 +4,7 @@
 //! `cudaMalloc`), never an abort.
 
 use std::alloc::{Layout, alloc_zeroed};
+use std::path::{Path, PathBuf};
 
 use super::errors::{TestError, TestResult};
 
@@ -43,7 +44,7 @@ pub fn product(a: usize, b: usize, what: &str) -> TestResult<usize> {
 
 /// MemAvailable of `/proc/meminfo`, in bytes (None when unreadable).
 pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let text = crate::input::read_text("/proc/meminfo").ok()?;
     meminfo_available(&text)
 }
 
@@ -59,26 +60,147 @@ fn meminfo_available(meminfo: &str) -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-/// Refuses, before anything is allocated, `ranks` ranks of `buffers`
-/// host buffers of `bytes` each when they exceed `available` memory: with
+/// How much memory the run may still take, and what says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room {
+    /// Bytes.
+    pub bytes: u64,
+    /// Where the figure comes from, in words: `MemAvailable 123 bytes`, or
+    /// `the memory cgroup /sys/fs/cgroup/...: limit L, in use U bytes`.
+    pub source: String,
+}
+
+/// The memory this process may still take: MemAvailable, or less when its
+/// memory cgroup (v2 `memory.max`, v1 `memory.limit_in_bytes`, on the
+/// cgroup or any parent) leaves less: past that limit the kernel kills
+/// the process without a word, however much the host has free. None when
+/// neither is known.
+pub fn room() -> Option<Room> {
+    let host = mem_available().map(|a| Room {
+        bytes: a,
+        source: format!("MemAvailable {a} bytes"),
+    });
+    let proc_cgroup = crate::input::read_text("/proc/self/cgroup").unwrap_or_default();
+    let cg = cgroup_room(Path::new("/sys/fs/cgroup"), &proc_cgroup);
+    match (host, cg) {
+        (Some(h), Some(c)) if c.bytes < h.bytes => Some(c),
+        (Some(h), _) => Some(h),
+        (None, c) => c,
+    }
+}
+
+/// The least room any memory cgroup of this process leaves (limit less
+/// what it holds, reclaimable file pages not counted): `proc_cgroup` is
+/// `/proc/self/cgroup`, `root` where the hierarchies are mounted. v2 (the
+/// `0::` line, under `root` or `root/unified`) and v1 (the line naming the
+/// `memory` controller, under `root/memory`); the cgroup's directory and
+/// each parent up to the root, so that a limit set on a parent (a
+/// container's, a Slurm job's) counts.
+pub fn cgroup_room(root: &Path, proc_cgroup: &str) -> Option<Room> {
+    let num =
+        |p: &Path| -> Option<u64> { crate::input::read_text(p).ok()?.trim().parse::<u64>().ok() };
+    let inactive_file = |dir: &Path, key: &str| -> u64 {
+        crate::input::read_text(dir.join("memory.stat"))
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let mut best: Option<Room> = None;
+    let mut consider = |dir: &Path, limit: Option<u64>, used: Option<u64>, inactive: u64| {
+        // "max" (v2) or a page-rounded i64::MAX (v1): no limit.
+        let (Some(limit), Some(used)) = (limit, used) else {
+            return;
+        };
+        if limit >= 1 << 60 {
+            return;
+        }
+        let bytes = limit.saturating_sub(used.saturating_sub(inactive));
+        if best.as_ref().is_none_or(|b| bytes < b.bytes) {
+            best = Some(Room {
+                bytes,
+                source: format!(
+                    "the memory cgroup {}: limit {limit} bytes, {} in use",
+                    dir.display(),
+                    used.saturating_sub(inactive)
+                ),
+            });
+        }
+    };
+    for line in proc_cgroup.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let rel = path.trim_start_matches('/');
+        let bases: Vec<PathBuf> = if controllers.is_empty() {
+            vec![root.to_path_buf(), root.join("unified")]
+        } else if controllers.split(',').any(|c| c == "memory") {
+            vec![root.join("memory")]
+        } else {
+            continue;
+        };
+        for base in bases {
+            let mut dir = base.join(rel);
+            loop {
+                if controllers.is_empty() {
+                    consider(
+                        &dir,
+                        num(&dir.join("memory.max")),
+                        num(&dir.join("memory.current")),
+                        inactive_file(&dir, "inactive_file "),
+                    );
+                } else {
+                    consider(
+                        &dir,
+                        num(&dir.join("memory.limit_in_bytes")),
+                        num(&dir.join("memory.usage_in_bytes")),
+                        inactive_file(&dir, "total_inactive_file "),
+                    );
+                }
+                if dir == base || !dir.pop() {
+                    break;
+                }
+            }
+        }
+    }
+    best
+}
+
+/// Refuses, before anything is allocated, what the run will hold when it
+/// exceeds the `room` it has: `ranks` ranks of this host (every process's,
+/// as they start together) of `buffers` host buffers of `bytes` each, and
+/// `extra` bytes per rank (the MPI backend's staged copies). With
 /// overcommit the allocation itself succeeds and the run then thrashes or
-/// meets the OOM killer. `available` None (unknown) accepts.
+/// meets the OOM killer (a cgroup's without a word). `room` None
+/// (unknown) accepts.
 pub fn check_fits(
     bytes: usize,
     buffers: usize,
+    extra: usize,
     ranks: usize,
-    available: Option<u64>,
+    room: Option<&Room>,
 ) -> TestResult<()> {
-    let need = (bytes as u128)
+    let per_rank = (bytes as u128)
         .saturating_mul(buffers as u128)
-        .saturating_mul(ranks as u128);
-    match available {
-        Some(a) if need > a as u128 => Err(TestError::HostMemory {
+        .saturating_add(extra as u128);
+    let need = per_rank.saturating_mul(ranks as u128);
+    match room {
+        Some(r) if need > r.bytes as u128 => Err(TestError::HostMemory {
             what: format!(
-                "malloc({need}) for {buffers} buffers of {bytes} bytes on each of {ranks} rank(s) of this process"
+                "malloc({need}) for {buffers} buffers of {bytes} bytes{} on each of this host's {ranks} rank(s)",
+                if extra > 0 {
+                    format!(" and {extra} bytes of staged copies")
+                } else {
+                    String::new()
+                }
             ),
             msg: format!(
-                "out of memory: this host cannot hold the buffers of its ranks (MemAvailable {a} bytes); lower -e (or start fewer ranks per host)"
+                "out of memory: this host cannot hold the buffers of its ranks ({}); lower -e (or start fewer ranks per host)",
+                r.source
             ),
         }),
         _ => Ok(()),
@@ -114,13 +236,56 @@ mod tests {
         let info = "MemTotal:       24000000 kB\nMemAvailable:   23000000 kB\n";
         let a = meminfo_available(info);
         assert_eq!(a, Some(23_000_000 * 1024));
+        let a = a.map(|bytes| Room {
+            bytes,
+            source: format!("MemAvailable {bytes} bytes"),
+        });
         let g20 = 20usize << 30;
-        let e = check_fits(g20, 2, 1, a).unwrap_err();
+        let e = check_fits(g20, 2, 0, 1, a.as_ref()).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("MemAvailable"), "{e}");
-        assert!(check_fits(1 << 30, 2, 4, a).is_ok());
-        assert!(check_fits(usize::MAX, 3, usize::MAX, a).is_err());
-        assert!(check_fits(g20, 2, 1, None).is_ok());
+        assert!(check_fits(1 << 30, 2, 0, 4, a.as_ref()).is_ok());
+        // The staged copies count: 4 ranks of 2 x 2 GiB fit, not with 2 GiB more each.
+        assert!(check_fits(2 << 30, 2, 0, 2, a.as_ref()).is_ok());
+        let e = check_fits(2 << 30, 2, 2 << 30, 4, a.as_ref()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("of staged copies on each of this host's 4 rank(s)"),
+            "{e}"
+        );
+        assert!(check_fits(usize::MAX, 3, usize::MAX, usize::MAX, a.as_ref()).is_err());
+        assert!(check_fits(g20, 2, 0, 1, None).is_ok());
         assert!(meminfo_available("MemTotal: 1 kB\n").is_none());
+    }
+
+    #[test]
+    fn a_cgroup_limit_v1_or_v2_on_the_cgroup_or_a_parent_is_the_room() {
+        let root = std::env::temp_dir().join(format!("erdma-cg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let w = |p: &str, v: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        };
+        // v2: the limit on the parent, the child unlimited.
+        w("job/memory.max", "1073741824\n");
+        w("job/memory.current", "200000000\n");
+        w("job/memory.stat", "anon 1\ninactive_file 100000000\n");
+        w("job/step/memory.max", "max\n");
+        w("job/step/memory.current", "5\n");
+        let r = cgroup_room(&root, "0::/job/step\n").unwrap();
+        assert_eq!(r.bytes, 1073741824 - 100000000);
+        assert!(r.source.contains("job: limit 1073741824 bytes"), "{r:?}");
+        // v1: the memory controller's line, under root/memory.
+        w("memory/c/memory.limit_in_bytes", "2000000000\n");
+        w("memory/c/memory.usage_in_bytes", "1000000000\n");
+        w("memory/memory.limit_in_bytes", "9223372036854771712\n");
+        w("memory/memory.usage_in_bytes", "1\n");
+        let r = cgroup_room(&root, "4:memory:/c\n3:cpu:/x\n").unwrap();
+        assert_eq!(r.bytes, 1000000000);
+        // No limit anywhere, or no memory line.
+        assert_eq!(cgroup_room(&root, "4:memory:/\n"), None);
+        assert_eq!(cgroup_room(&root, "3:cpu:/c\n"), None);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -23,6 +23,9 @@
 //! - `skip-option-check` (no rank) - the processes do not compare their
 //!   options at start ([`crate::nccltests::agree`]), so that what a
 //!   mismatch does later (MPI_ERR_TRUNCATE) can be tested.
+//! - `skip-cpu-check` (no rank) - `-t` is not checked against the CPUs
+//!   (options.rs), so that what too many threads do later (a thread that
+//!   cannot start) can be tested.
 //!
 //! Several hooks may be given, separated by commas. R is a rank of the
 //! communicator: with NCCL_TESTS_SPLIT, rank R of every communicator.
@@ -48,6 +51,8 @@ pub struct Hooks {
     pub fake_devcomm: Vec<usize>,
     /// The start-up comparison of options is skipped.
     pub skip_option_check: bool,
+    /// `-t` is not checked against the CPUs.
+    pub skip_cpu_check: bool,
 }
 
 impl Hooks {
@@ -68,6 +73,10 @@ impl Hooks {
         for item in s.split(',') {
             if item.trim() == "skip-option-check" {
                 h.skip_option_check = true;
+                continue;
+            }
+            if item.trim() == "skip-cpu-check" {
+                h.skip_cpu_check = true;
                 continue;
             }
             let Some((kind, rank)) = item.trim().split_once(':') else {
@@ -107,6 +116,7 @@ mod tests {
         assert_eq!(h.slow, vec![3]);
         assert!(!h.skip_option_check);
         assert!(Hooks::parse("stall:1, skip-option-check").skip_option_check);
+        assert!(Hooks::parse("skip-cpu-check").skip_cpu_check);
         assert_eq!(h.fake_devcomm, vec![0]);
         assert_eq!(h.corrupt, vec![1]);
         assert_eq!(h.stall, vec![2]);

@@ -328,6 +328,38 @@ pub fn prescan_backend(argv: &[String]) -> BackendKind {
     kind
 }
 
+/// The options in `words` (no program name) as [`parse`] reads them,
+/// however spelled (`-g2`, `-g 2`, `--ngpus=2`, `--ngp 2`): each as its
+/// short name (`-g`; `--backend`, `--bootstrap`, `--csv` for the long-only
+/// ones) with its value; then the operands, words that are no option
+/// (nccl-tests ignores them). An unknown option or a missing value is an
+/// error, in getopt's words.
+pub type OptionsIn = (Vec<(String, String)>, Vec<String>);
+
+/// [`OptionsIn`] of `words`.
+pub fn options_in(words: &[String]) -> Result<OptionsIn, String> {
+    let argv: Vec<String> = std::iter::once("options".to_string())
+        .chain(words.iter().cloned())
+        .collect();
+    let mut g = Getopt::new(&argv, SHORT, LONG);
+    let mut opts = Vec::new();
+    while let Some(ev) = g.next_event() {
+        match ev {
+            Event::Opt(c, v) => {
+                let name = match c {
+                    OPT_BACKEND => "--backend".to_string(),
+                    OPT_BOOTSTRAP => "--bootstrap".to_string(),
+                    OPT_CSV => "--csv".to_string(),
+                    c => format!("-{}", u8::try_from(c).map(char::from).unwrap_or('?')),
+                };
+                opts.push((name, v.unwrap_or_default()));
+            }
+            Event::Error(m) => return Err(m.trim_start_matches("options: ").to_string()),
+        }
+    }
+    Ok((opts, g.operands()))
+}
+
 /// Parses `argv` as nccl-tests 2.19.6 does. `features` lists the types and
 /// ops of the library in use and `nccl_version` its `ncclGetVersion` code
 /// (0 when not NCCL: every version-gated option is then accepted).
@@ -573,10 +605,17 @@ fn validate(o: &mut Options, out: &mut Printed) -> Option<i32> {
 /// requested device and abort).
 pub const MAX_RANKS_PER_PROCESS: i64 = 1 << 16;
 
+/// The most threads (`-t`) per CPU this process may use (its affinity
+/// and cgroup quota, as `std::thread::available_parallelism` counts them):
+/// each thread drives its ranks and polls, so far more threads than CPUs
+/// only measure the scheduler; a few per CPU still run the tests of a
+/// 2-CPU machine.
+pub const THREADS_PER_CPU: i64 = 4;
+
 /// The most threads this process may start: the kernel's threads-max and
 /// `ulimit -u`, whichever is lower (None when neither is known).
 fn thread_limit() -> Option<i64> {
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/threads-max")
+    let kernel = crate::input::read_text("/proc/sys/kernel/threads-max")
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok());
     let mut rl = libc::rlimit {
@@ -608,6 +647,16 @@ fn validate_extra(o: &Options, out: &mut Printed) -> Option<i32> {
         return fail(format!(
             "invalid number of threads ({}) x GPUs per thread ({}): {per_proc} ranks in one process, at most {MAX_RANKS_PER_PROCESS} (start more processes)\n",
             o.nthreads, o.ngpus
+        ));
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64;
+    if i64::from(o.nthreads) > cpus * THREADS_PER_CPU
+        && !super::hooks::Hooks::from_env().skip_cpu_check
+    {
+        return fail(format!(
+            "invalid number of threads ({}): this process may use {cpus} CPUs, at most {} threads ({THREADS_PER_CPU} per CPU): use fewer threads or start more processes\n",
+            o.nthreads,
+            cpus * THREADS_PER_CPU
         ));
     }
     if let Some(max) = thread_limit().filter(|&m| i64::from(o.nthreads) > m) {

@@ -369,9 +369,20 @@ fn run_opened(
     if matches!(opts.backend, BackendKind::Host | BackendKind::Mpi) {
         // Host buffers: all of this process's ranks against what the host
         // has free (allocation alone would succeed under overcommit).
+        // Every rank of the host: its processes start together, each
+        // seeing the same free memory. The MPI backend's staged copies too.
         let buffers = if opts.datacheck != 0 { 3 } else { 2 };
         let bytes = super::threads::buffer_bytes(&opts)?;
-        super::alloc::check_fits(bytes, buffers, per_proc, super::alloc::mem_available())?;
+        #[cfg(feature = "mpi")]
+        let staged = if opts.backend == BackendKind::Mpi {
+            super::backend::mpi::staged_bound(bytes)
+        } else {
+            0
+        };
+        #[cfg(not(feature = "mpi"))]
+        let staged = 0;
+        let ranks = per_proc.saturating_mul(pl.local_procs.max(1));
+        super::alloc::check_fits(bytes, buffers, staged, ranks, super::alloc::room().as_ref())?;
     }
     let nranks = pl.group_procs * per_proc;
     out.nranks = nranks;

@@ -43,7 +43,7 @@ fn page_size() -> u32 {
 
 /// The L1 data cache line (perftest's `get_cache_line_size`).
 fn cache_line() -> u32 {
-    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+    crate::input::read_text("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .filter(|&v: &u32| v > 0)

@@ -113,7 +113,7 @@ impl Source {
 }
 
 fn read_u64(p: &Path) -> Option<u64> {
-    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+    crate::input::read_text(p).ok()?.trim().parse().ok()
 }
 
 /// One port and where its numbers come from.

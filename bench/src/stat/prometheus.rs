@@ -42,7 +42,8 @@ pub fn sysfs_root() -> PathBuf {
 
 /// A small sysfs file's text (trimmed), `None` when unreadable.
 fn read_small(p: &Path) -> Option<String> {
-    let f = std::fs::File::open(p).ok()?;
+    // Through the one reader: regular files only, never blocking on a FIFO.
+    let f = crate::input::open(p).ok()?;
     let mut s = String::new();
     f.take(MAX_FILE).read_to_string(&mut s).ok()?;
     Some(s.trim().to_owned())

@@ -113,6 +113,9 @@ pub enum StreamError {
     Io(std::io::Error),
     /// What was read is not results.
     Parse(ParseError),
+    /// A format read whole (all but nccl-tests logs) is over this cap
+    /// ([`crate::input::MAX_DOCUMENT_BYTES`]), in bytes.
+    TooLarge(u64),
 }
 
 impl From<std::io::Error> for StreamError {
@@ -130,13 +133,16 @@ impl From<ParseError> for StreamError {
 /// [`parse`] over a reader: nccl-tests logs, the one format that grows
 /// without bound (`-N` cycles), are parsed line by line and never held
 /// whole; the format is detected from the first [`DETECT_BYTES`] (the
-/// whole file when those do not tell), other formats are read whole.
+/// whole file when those do not tell), other formats are read whole, up
+/// to [`crate::input::MAX_DOCUMENT_BYTES`] (their parse holds them in
+/// memory several times over).
 pub fn parse_stream(path: &str, r: impl std::io::Read) -> Result<Vec<Run>, StreamError> {
     use std::io::{BufRead, Read};
     let mut r = std::io::BufReader::new(r);
     let mut head = Vec::new();
+    let cap = crate::input::MAX_DOCUMENT_BYTES;
     (&mut r).take(DETECT_BYTES).read_to_end(&mut head)?;
-    r.read_until(b'\n', &mut head)?;
+    (&mut r).take(cap).read_until(b'\n', &mut head)?;
     let at_end = r.fill_buf()?.is_empty();
     let streamed = !at_end
         && matches!(
@@ -144,7 +150,12 @@ pub fn parse_stream(path: &str, r: impl std::io::Read) -> Result<Vec<Run>, Strea
             Ok(Format::NcclText) | Ok(Format::NcclTextOld)
         );
     if !streamed {
-        r.read_to_end(&mut head)?;
+        (&mut r)
+            .take((cap + 1).saturating_sub(head.len() as u64))
+            .read_to_end(&mut head)?;
+        if head.len() as u64 > cap {
+            return Err(StreamError::TooLarge(cap));
+        }
         return Ok(parse(path, &head)?);
     }
     let format = detect(&head)?;

@@ -176,6 +176,22 @@ struct PostAvg {
     dtype: DataType,
 }
 
+/// The most bytes the staged input copies of collectives in flight may
+/// hold together (in-place and pre-scaled calls): one copy larger than
+/// this is still made, alone. Before the bound every call in flight had
+/// its own copy: `-n 1000` of 4 MB held 4 GB per rank.
+pub const STAGED_POOL_BYTES: usize = 256 << 20;
+
+/// The most staged copies in flight: past it, the calls in flight complete
+/// before the next starts.
+pub const STAGED_MAX: usize = 16;
+
+/// What the staged copies of a run of buffers of `bytes` hold at most
+/// ([`STAGED_POOL_BYTES`], one copy, or [`STAGED_MAX`] copies).
+pub fn staged_bound(bytes: usize) -> usize {
+    bytes.max(STAGED_POOL_BYTES.min(bytes.saturating_mul(STAGED_MAX)))
+}
+
 /// One process's rank on the MPI backend.
 pub struct MpiRanks {
     comm: ffi::MPI_Comm,
@@ -289,29 +305,43 @@ impl MpiRanks {
         Ok(unsafe { b.as_mut_ptr().add(offset) })
     }
 
-    /// A scratch copy of the input, pre-scaled for avg/mulsum.
+    /// A scratch copy of the input, pre-scaled for avg/mulsum, from a
+    /// bounded pool ([`STAGED_POOL_BYTES`], [`STAGED_MAX`]): when another
+    /// copy would pass the bound, the collectives in flight complete first
+    /// and their copies are reused, so memory does not grow with `-n`.
     fn staged_input(&mut self, call: &CollCall, len: usize) -> TestResult<*mut u8> {
         let src = self.buf_ptr(call.send.buf, call.send.offset, len)?;
+        // Never empty: an empty Vec's dangling pointer (0x1) is Open MPI's
+        // MPI_IN_PLACE.
+        let want = len.max(1);
+        let held: usize = self.scratch.iter().map(Vec::capacity).sum();
+        let k = self.used_scratch;
+        let grow = want.saturating_sub(self.scratch.get(k).map_or(0, Vec::capacity));
+        if k > 0 && (k >= STAGED_MAX || held.saturating_add(grow) > STAGED_POOL_BYTES) {
+            self.wait_all()?;
+            self.finish_posts();
+            // Past the bound even from the first copy: keep only that one.
+            let first = self.scratch.first().map_or(0, Vec::capacity);
+            if held.saturating_add(want.saturating_sub(first)) > STAGED_POOL_BYTES {
+                self.scratch.truncate(1);
+            }
+        }
         if self.used_scratch == self.scratch.len() {
             self.scratch.push(Vec::new());
         }
         let k = self.used_scratch;
         self.used_scratch += 1;
         let s = &mut self.scratch[k];
-        let before = s.capacity();
-        // Never empty: an empty Vec's dangling pointer (0x1) is Open MPI's
-        // MPI_IN_PLACE.
-        let want = len.max(1);
         if s.len() < want {
             s.try_reserve_exact(want - s.len())
                 .map_err(|_| TestError::host_memory("an in-place scratch copy", want as u128))?;
         }
         s.resize(want, 0);
         // Scratch is kept for later calls: memory the collectives use.
-        let grown = s.capacity().saturating_sub(before) as u64;
-        if grown > 0 {
-            self.used.fetch_add(grown, Ordering::Relaxed);
-        }
+        let scratch: usize = self.scratch.iter().map(Vec::capacity).sum();
+        let held = self.send.capacity() + self.recv.capacity() + scratch;
+        self.used.store(held as u64, Ordering::Relaxed);
+        let s = &mut self.scratch[k];
         // SAFETY: src points at `len` readable bytes (buf_ptr checked) and
         // `s` is a distinct allocation of `len` bytes.
         unsafe { std::ptr::copy_nonoverlapping(src, s.as_mut_ptr(), len) };

@@ -20,7 +20,7 @@ pub fn short_hostname() -> String {
 
 /// The first word of /proc/sys/kernel/random/boot_id ("" if unreadable).
 pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+    crate::input::read_text("/proc/sys/kernel/random/boot_id")
         .map(|s| s.split_whitespace().next().unwrap_or("").to_string())
         .unwrap_or_default()
 }

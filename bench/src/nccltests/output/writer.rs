@@ -141,8 +141,8 @@ impl Output {
         w.finish_list();
         w.key("env");
         w.start_list();
-        for (k, v) in std::env::vars_os() {
-            w.string(&format!("{}={}", k.to_string_lossy(), v.to_string_lossy()));
+        for kv in recorded_env(std::env::vars_os()) {
+            w.string(&kv);
         }
         w.finish_list();
         w.key("nccl_version");
@@ -545,9 +545,64 @@ fn json_device(w: &mut JsonWriter<BufWriter<File>>, d: &DeviceLine) {
     w.finish_object();
 }
 
+/// The prefixes of the variables a `-J` document's `env` keeps: those that
+/// change what the run does (NCCL, CUDA, the MPI and its launcher, the RDMA
+/// providers, threads), never the rest of the environment, which may hold
+/// tokens and ends up in files shared with others (erdma-cluster's
+/// `nccl-*.json` beside report.html).
+pub const RECORDED_ENV_PREFIXES: [&str; 14] = [
+    "NCCL_", "CUDA_", "NVIDIA_", "UCX_", "OMPI_", "PMIX_", "SLURM_", "ERDMA_", "RDMAV_", "MLX5_",
+    "FI_", "HWLOC_", "OMP_", "LD_",
+];
+
+/// `NAME=VALUE` of each variable of `vars` a `-J` document keeps
+/// ([`RECORDED_ENV_PREFIXES`], less any whose name says it holds a secret),
+/// sorted.
+pub fn recorded_env(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<String> {
+    let secret = ["TOKEN", "SECRET", "PASSW", "CREDENTIAL", "KEY", "AUTH"];
+    let mut kept: Vec<String> = vars
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let k = k.to_string_lossy();
+            let keep = RECORDED_ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+                && !secret.iter().any(|s| k.to_ascii_uppercase().contains(s));
+            keep.then(|| format!("{k}={}", v.to_string_lossy()))
+        })
+        .collect();
+    kept.sort();
+    kept
+}
+
 #[cfg(test)]
 mod tests {
-    use super::is_json_path;
+    #[test]
+    fn only_the_variables_that_matter_are_recorded() {
+        let vars = [
+            ("NCCL_DEBUG", "INFO"),
+            ("GITHUB_TOKEN", "ghp_x"),
+            ("HOME", "/root"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("SLURM_JOB_ID", "7"),
+            ("OMPI_MCA_btl", "self"),
+            ("NCCL_API_KEY", "x"),
+            ("LD_LIBRARY_PATH", "/usr/lib"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        assert_eq!(
+            recorded_env(vars),
+            [
+                "CUDA_VISIBLE_DEVICES=0,1",
+                "LD_LIBRARY_PATH=/usr/lib",
+                "NCCL_DEBUG=INFO",
+                "OMPI_MCA_btl=self",
+                "SLURM_JOB_ID=7"
+            ]
+        );
+    }
+
+    use super::{is_json_path, recorded_env};
 
     #[test]
     fn json_extension_rules() {

@@ -578,7 +578,7 @@ fn join(dirs: &[PathBuf]) -> String {
 
 /// The directory of the first mapped file whose name starts with `prefix`.
 fn loaded_library_dir(prefix: &str) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let maps = crate::input::read_text("/proc/self/maps").ok()?;
     maps.lines()
         .filter_map(|l| l.split_whitespace().nth(5))
         .map(Path::new)

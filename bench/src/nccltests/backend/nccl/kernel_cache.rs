@@ -66,7 +66,7 @@ fn collect(root: &Path, p: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
         for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
             collect(root, &e.path(), out);
         }
-    } else if let Ok(bytes) = std::fs::read(p) {
+    } else if let Ok(bytes) = crate::input::read_bytes(p) {
         let rel = p.strip_prefix(root).unwrap_or(p).to_path_buf();
         out.push((rel, bytes));
     }
@@ -75,7 +75,7 @@ fn collect(root: &Path, p: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
 /// The cached image for `key` in `dir`, if there is one that looks whole (a cubin, or PTX
 /// ending with its NUL).
 pub fn load(dir: &Path, key: &Key) -> Option<Vec<u8>> {
-    std::fs::read(dir.join(key.file_name()))
+    crate::input::read_bytes(dir.join(key.file_name()))
         .ok()
         .filter(|b| b.starts_with(b"\x7fELF") || b.last() == Some(&0))
 }
@@ -84,13 +84,8 @@ pub fn load(dir: &Path, key: &Key) -> Option<Vec<u8>> {
 /// never sees half a file). Failures are ignored.
 pub fn store(dir: &Path, key: &Key, image: &[u8]) {
     let name = key.file_name();
-    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let ok = std::fs::create_dir_all(dir).is_ok()
-        && std::fs::write(&tmp, image).is_ok()
-        && std::fs::rename(&tmp, dir.join(&name)).is_ok();
-    if !ok {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ =
+        std::fs::create_dir_all(dir).and_then(|()| crate::outfile::write(&dir.join(name), image));
 }
 
 #[cfg(test)]
