@@ -317,17 +317,10 @@ fn a_timeout_leaves_valid_output_files() {
 #[test]
 fn t_bounds_every_wait_between_threads_of_one_process() {
     for split in [["-g", "2"], ["-t", "2"]] {
-        // -n 100000: without the bound the run would outlast the test.
-        let mut args = vec![
-            "--backend",
-            "host",
-            "-b",
-            "32M",
-            "-e",
-            "32M",
-            "-n",
-            "100000",
-        ];
+        // -n 50: the wait for the timed loop outlasts -T. (With -n 100000
+        // an idle machine kept issuing and the test's limit ended the run,
+        // not -T: the idle fresh-clone run failed there.)
+        let mut args = vec!["--backend", "host", "-b", "32M", "-e", "32M", "-n", "50"];
         args.extend(["-w", "0", "-c", "0", "-T", "1"]);
         args.extend(split);
         let e = Proc::bench("all_reduce_perf", &args, &[]).wait(LIMIT);
