@@ -265,18 +265,20 @@ pub fn deltas(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    struct Dir(PathBuf);
+    /// A fake sysfs tree under the temporary directory, removed when
+    /// dropped (the exporter's tests use it too).
+    pub(in crate::stat) struct Dir(pub(in crate::stat) PathBuf);
     impl Dir {
-        fn new(tag: &str) -> Dir {
+        pub(in crate::stat) fn new(tag: &str) -> Dir {
             let p = std::env::temp_dir().join(format!("erdma-stat-{tag}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&p);
             std::fs::create_dir_all(&p).unwrap();
             Dir(p)
         }
-        fn put(&self, rel: &str, v: &str) {
+        pub(in crate::stat) fn put(&self, rel: &str, v: &str) {
             let p = self.0.join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, format!("{v}\n")).unwrap();

@@ -436,25 +436,8 @@ fn write_checks(out: &mut String, c: &Checks<'_>) {
 mod tests {
     use super::*;
 
-    struct Dir(PathBuf);
-    impl Dir {
-        fn new(tag: &str) -> Dir {
-            let p = std::env::temp_dir().join(format!("erdma-prom-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Dir(p)
-        }
-        fn put(&self, rel: &str, v: &str) {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, format!("{v}\n")).unwrap();
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    // The counters' fake sysfs tree (prefixed: both test modules run in one process).
+    use crate::stat::counters::tests::Dir;
 
     fn value(text: &str, series: &str) -> Option<String> {
         text.lines()
@@ -463,7 +446,7 @@ mod tests {
 
     #[test]
     fn erdma_rxe_and_siw_ports() {
-        let d = Dir::new("three");
+        let d = Dir::new("prom-three");
         for (n, v) in [
             ("tx_bytes_cnt", "1000"),
             ("rx_bytes_cnt", "2000"),
@@ -536,7 +519,7 @@ mod tests {
 
     #[test]
     fn no_devices_says_why() {
-        let d = Dir::new("none");
+        let d = Dir::new("prom-none");
         let t = render(&d.0, None);
         assert!(t.contains("erdma_rdma_devices 0"), "{t}");
         assert!(
