@@ -21,7 +21,7 @@ use crate::qp::QpShared;
 #[cfg(feature = "tokio")]
 mod asyncio;
 #[cfg(feature = "tokio")]
-pub use asyncio::AsyncCompletionQueue;
+pub use asyncio::{AsyncCompletionQueue, Posted};
 
 c_enum! {
     /// Status of a work completion (`ibv_wc_status`); `Display` gives the
