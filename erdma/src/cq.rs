@@ -456,7 +456,9 @@ impl CompletionQueue {
         // A lane's CQ: the lane drained it when it took it, and its own
         // QP's requests are not tracked here.
         let dedicated = self.is_dedicated();
-        if a.depths.retire(generation, reserved, outstanding, dedicated) {
+        if a.depths
+            .retire(generation, reserved, outstanding, dedicated)
+        {
             pending::hold_generation(generation);
         }
         if a.depths.has_retired() {

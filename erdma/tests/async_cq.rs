@@ -159,15 +159,43 @@ fn payload(q: usize, m: usize) -> Vec<u8> {
     p
 }
 
+/// The calling thread's CPU time (user + system) and context switches
+/// (voluntary: it slept; involuntary: it was preempted) so far.
+fn thread_usage() -> (Duration, u64, u64) {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: RUSAGE_THREAD fills the struct, which has room for it.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, ru.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage");
+    // SAFETY: zeroed, then filled by the kernel.
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_nvcsw as u64,
+        ru.ru_nivcsw as u64,
+    )
+}
+
+/// What one round trip of a ping-pong cost its client: wall time, and per
+/// completion (a send's and a receive's per round trip) the waiting
+/// thread's CPU time and how often it slept.
+#[derive(Clone, Copy, Debug)]
+struct Cost {
+    per_round_trip: Duration,
+    cpu_per_completion: Duration,
+    sleeps_per_completion: f64,
+}
+
 /// Ping-pong: each message sent, its echo awaited and compared; both sides
-/// wait as `mode` says. Returns the time per round trip.
-fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) -> Duration {
+/// wait as `mode` says. Returns the time per round trip, and the client
+/// thread's CPU time and sleeps per completion.
+fn echo_pingpong_cost(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) -> Cost {
     const RING: usize = 32;
     let server_addr: SocketAddr = (ips[1], port).into();
     // Room for the receives whose echo's acknowledgement is still on its
     // way back: the server posts a buffer again once its send completed.
     let server = echo_server(server_addr, RING, n, mode);
-    let dt = runtime().block_on(async {
+    let (dt, cpu, sleeps) = runtime().block_on(async {
         let id = CmId::resolve(server_addr, Some((ips[0], 0).into()), T).unwrap();
         let ctx = id.context().unwrap();
         let pd = ctx.alloc_pd().unwrap();
@@ -189,6 +217,7 @@ fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) 
             sent[k] = true;
         };
         let t0 = Instant::now();
+        let u0 = thread_usage();
         for m in 0..n {
             let k = m % 2;
             while !sent[k] {
@@ -212,29 +241,41 @@ fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) 
             assert!(inb.as_slice().unwrap() == &p[..], "echo of message {m}");
         }
         let dt = t0.elapsed();
+        let u1 = thread_usage();
         while sent != [true, true] {
             let wc = next_wc(&acq, mode).await;
             send_done(wc, &mut sent);
         }
         id.disconnect().unwrap();
-        dt
+        (dt, u1.0 - u0.0, u1.1 - u0.1)
     });
     assert_eq!(server.join().unwrap(), n);
     let per = dt / n as u32;
+    // Two completions per round trip on the client: its send's and the
+    // echo's receive (the last sends' are waited for after the clock).
+    let completions = 2 * n as u32;
+    let cost = Cost {
+        per_round_trip: per,
+        cpu_per_completion: cpu / completions,
+        sleeps_per_completion: sleeps as f64 / f64::from(completions),
+    };
     eprintln!(
-        "{what}: {n} echoes of {SIZE} B ({mode:?} waits) verified in {dt:?} ({:.1} us per round trip)",
-        per.as_secs_f64() * 1e6
+        "{what}: {n} echoes of {SIZE} B ({mode:?} waits) verified in {dt:?} ({:.1} us per round trip; client CPU {:.1} us and {:.2} sleeps per completion)",
+        per.as_secs_f64() * 1e6,
+        cost.cpu_per_completion.as_secs_f64() * 1e6,
+        cost.sleeps_per_completion
     );
-    per
+    cost
 }
 
 /// The async ping-pong, then the same with blocking and busy-poll waits (a
 /// fifth as many round trips) on the same pair, for the cost of each.
 fn echo_three_ways(ips: [IpAddr; 2], port: u16, what: &str) {
     let n = round_trips();
-    let a = echo_pingpong(ips, port, what, n, Wait::Async);
-    let b = echo_pingpong(ips, port + 1, what, (n / 5).max(1), Wait::Blocking);
-    let p = echo_pingpong(ips, port + 2, what, (n / 5).max(1), Wait::Busy);
+    let ca = echo_pingpong_cost(ips, port, what, n, Wait::Async);
+    let cb = echo_pingpong_cost(ips, port + 1, what, (n / 5).max(1), Wait::Blocking);
+    let cp = echo_pingpong_cost(ips, port + 2, what, (n / 5).max(1), Wait::Busy);
+    let (a, b, p) = (ca.per_round_trip, cb.per_round_trip, cp.per_round_trip);
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     eprintln!(
         "{what} round trip: async {:.1} us, blocking {:.1} us, busy poll {:.1} us (async/blocking {:.2}, async/busy {:.2})",
@@ -243,6 +284,15 @@ fn echo_three_ways(ips: [IpAddr; 2], port: u16, what: &str) {
         us(p),
         us(a) / us(b),
         us(a) / us(p)
+    );
+    eprintln!(
+        "{what} client CPU per completion: async {:.1} us ({:.2} sleeps), blocking {:.1} us ({:.2} sleeps), busy poll {:.1} us ({:.2} sleeps)",
+        us(ca.cpu_per_completion),
+        ca.sleeps_per_completion,
+        us(cb.cpu_per_completion),
+        cb.sleeps_per_completion,
+        us(cp.cpu_per_completion),
+        cp.sleeps_per_completion
     );
 }
 

@@ -340,7 +340,13 @@ mod models {
         /// QP's request once the generation is reused).
         fn release(&self, g: u32, own: usize) {
             let device = self.device.lock().unwrap();
-            let in_hand = self.in_hand.lock().unwrap().iter().filter(|&&x| x == g).count();
+            let in_hand = self
+                .in_hand
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|&&x| x == g)
+                .count();
             assert!(
                 !device.contains(&g) && in_hand <= own,
                 "generation {g} given back while its completions remain (in the CQ: {:?}, in hand: {in_hand}, own {own})",
