@@ -15,10 +15,12 @@
 //! check failed (the node drained), 3 and 6 as above; see [`slurm`].
 
 pub mod checks;
+pub mod gpuhealth;
 pub mod hints;
 pub mod host;
 pub mod model;
 pub mod ncclenv;
+pub mod nvml;
 pub mod recommend;
 pub mod slurm;
 pub mod system;
@@ -88,6 +90,11 @@ pub struct Args {
     /// --slurm: print the scontrol command instead of running it.
     #[arg(long, requires = "slurm")]
     pub dry_run: bool,
+    /// The GPUs this host should have: gpu.count fails with fewer (default:
+    /// $ERDMA_EXPECT_GPUS, which also reaches erdma-cluster's ranks through
+    /// mpirun -x; unset: no expectation).
+    #[arg(long, value_name = "N")]
+    pub expect_gpus: Option<u32>,
 }
 
 /// The results of a run.
@@ -122,9 +129,19 @@ pub fn known(name: &str) -> bool {
 }
 
 /// Runs every check not skipped. A check that panics is reported as failed
-/// instead of ending the run.
+/// instead of ending the run. The GPU count expected is
+/// `$ERDMA_EXPECT_GPUS` if set (see [`evaluate_with`]).
 pub fn evaluate(host: &dyn Host, skipped: &[String]) -> Report {
-    let cx = Ctx { host, skipped };
+    evaluate_with(host, skipped, None)
+}
+
+/// [`evaluate`] with `--expect-gpus` (`None`: `$ERDMA_EXPECT_GPUS` if set).
+pub fn evaluate_with(host: &dyn Host, skipped: &[String], expect_gpus: Option<u32>) -> Report {
+    let cx = Ctx {
+        host,
+        skipped,
+        expect_gpus,
+    };
     let results = checks::ALL
         .iter()
         .map(|c| {
@@ -242,7 +259,7 @@ pub fn run(args: &Args, host: &dyn Host, out: &mut dyn Write, err: &mut dyn Writ
         return EXIT_USAGE;
     }
     if args.slurm {
-        let report = evaluate(host, &args.skip);
+        let report = evaluate_with(host, &args.skip, args.expect_gpus);
         let node = args.node.clone().unwrap_or_else(slurm::node_name);
         return slurm::health_check(&report, &node, args.dry_run, out, err);
     }
@@ -273,7 +290,7 @@ pub fn run(args: &Args, host: &dyn Host, out: &mut dyn Write, err: &mut dyn Writ
         };
     }
     let meta = RunMeta::now("erdma-doctor");
-    let report = evaluate(host, &args.skip);
+    let report = evaluate_with(host, &args.skip, args.expect_gpus);
     let text = if args.json {
         format!("{}\n", render_json(&meta, &report))
     } else {
