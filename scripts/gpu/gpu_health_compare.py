@@ -148,8 +148,9 @@ for g in count["details"]["gpus"]:
     if rows is None:
         exact(f"{tag} remapped rows", None, number(text(s, "remapped_rows/remapped_row_corr")))
     else:
-        exact(f"{tag} remapped rows correctable", rows["correctable"], int(number(text(smi_rows, "remapped_row_corr")) or -1))
-        exact(f"{tag} remapped rows uncorrectable", rows["uncorrectable"], int(number(text(smi_rows, "remapped_row_unc")) or -1))
+        for field, path in (("correctable", "remapped_row_corr"), ("uncorrectable", "remapped_row_unc")):
+            v = number(text(smi_rows, path))
+            exact(f"{tag} remapped rows {field}", rows[field], None if v is None else int(v))
         exact(f"{tag} remapped rows pending", rows["pending"], flag(text(smi_rows, "remapped_row_pending")))
         exact(f"{tag} remapped rows failure", rows["failure"], flag(text(smi_rows, "remapped_row_failure")))
         h = rows.get("histogram")
@@ -180,16 +181,33 @@ for g in count["details"]["gpus"]:
     t = temp.get(i, {})
     between(f"{tag} temperature C", t.get("temperature_c"),
             number(text(s, "temperature/gpu_temp")), number(text(s2, "temperature/gpu_temp")), lambda a, b: 2)
-    for ours, path in (("slowdown_c", "gpu_temp_slow_threshold"), ("shutdown_c", "gpu_temp_max_threshold"),
-                       ("max_operating_c", "gpu_temp_max_gpu_threshold")):
+    # Absolute thresholds, or (driver 580 on H100) thresholds relative to T.Limit:
+    # T.Limit = current + the T.Limit margin; a threshold = T.Limit - its T.Limit value
+    # (max operating: 0 C, slowdown: -2 C, shutdown: -8 C). Derived ones may be 1 C off
+    # (the two readings are taken apart).
+    cur, margin = number(text(s, "temperature/gpu_temp")), number(text(s, "temperature/gpu_temp_tlimit"))
+    for ours, path, rel in (("slowdown_c", "gpu_temp_slow_threshold", "gpu_temp_slow_tlimit_threshold"),
+                            ("shutdown_c", "gpu_temp_max_threshold", "gpu_temp_max_tlimit_threshold"),
+                            ("max_operating_c", "gpu_temp_max_gpu_threshold", "gpu_temp_max_gpu_tlimit_threshold")):
         v = number(text(s, f"temperature/{path}"))
-        exact(f"{tag} temperature {ours}", t.get(ours), None if v is None else int(v))
+        r = number(text(s, f"temperature/{rel}"))
+        o = t.get(ours)
+        if v is None and None not in (cur, margin, r):
+            d = cur + margin - r
+            report(o is not None and abs(o - d) <= 1, f"{tag} temperature {ours} (from T.Limit)", o, d)
+        else:
+            exact(f"{tag} temperature {ours}", o, None if v is None else int(v))
 
     p = pwr.get(i, {})
     mw = lambda x: None if x is None else x / 1000.0
-    draw = [number(text(x, "gpu_power_readings/power_draw", "gpu_power_readings/average_power_draw",
-                       "gpu_power_readings/instant_power_draw", "power_readings/power_draw")) for x in (s, s2)]
-    between(f"{tag} power draw W", mw(p.get("power_mw")), draw[0], draw[1], lambda a, b: max(10.0, 0.1 * max(a, b)))
+    # NVML's power usage is a 1 s average on Ampere and newer: within the average and
+    # instant draws nvidia-smi printed before and after.
+    draw = [number(text(x, f"{sec}/{f}")) for x in (s, s2)
+            for sec in ("gpu_power_readings", "power_readings")
+            for f in ("power_draw", "average_power_draw", "instant_power_draw")]
+    draw = [d for d in draw if d is not None] or [None]
+    between(f"{tag} power draw W", mw(p.get("power_mw")), min(draw) if None not in draw else None,
+            max(draw) if None not in draw else None, lambda a, b: max(10.0, 0.1 * max(a, b)))
     for ours, paths in (("limit_mw", ["current_power_limit", "enforced_power_limit"]),
                         ("default_limit_mw", ["default_power_limit"])):
         v = number(text(s, *[f"gpu_power_readings/{x}" for x in paths], *[f"power_readings/{x}" for x in paths]))

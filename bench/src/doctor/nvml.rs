@@ -48,11 +48,8 @@ fn reading<T>(r: Result<T, NvmlError>) -> Reading<T> {
 
 fn init_error(e: NvmlError) -> String {
     match e {
-        NvmlError::LibloadingError(_) => {
-            "libnvidia-ml.so.1 not found (no NVIDIA driver): on a host with GPUs install the \
-             NVIDIA driver (nvidia-smi must work); in Docker: --gpus all"
-                .to_owned()
-        }
+        // The one reason on hosts without GPUs: short, it is on nine lines.
+        NvmlError::LibloadingError(_) => "libnvidia-ml.so.1 not found (no NVIDIA driver)".to_owned(),
         NvmlError::DriverNotLoaded => {
             "NVML: the NVIDIA kernel driver is not loaded: modprobe nvidia (or reinstall the driver)"
                 .to_owned()
