@@ -51,8 +51,11 @@ for ((i = 0; i < n; i++)); do
   nvidia-smi nvlink -s -i "$i" >"$OUT/nvlink-status-$i.txt" 2>&1
   nvidia-smi nvlink -e -i "$i" >"$OUT/nvlink-errors-$i.txt" 2>&1
 done
-# The XIDs as the doctor would see them (journalctl as this user, else dmesg).
-{ journalctl -k -b -q --no-pager 2>/dev/null || dmesg 2>/dev/null; } | grep -c 'NVRM: Xid' >"$OUT/xid-count.txt"
+# The XIDs as the doctor reads them: journalctl -k -b when it prints something (not
+# as a user without access to the journal), else dmesg.
+log=$(journalctl -k -b -q --no-pager 2>/dev/null)
+[[ -n $log ]] || log=$(dmesg 2>/dev/null)
+grep -c 'NVRM: Xid' <<<"$log" >"$OUT/xid-count.txt"
 
 echo "== erdma-doctor (GPU checks; exit $rc)"
 cat "$OUT/doctor.txt"
