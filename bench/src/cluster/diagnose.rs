@@ -318,19 +318,20 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         }
     }
     let (spread, lowline) = low_line(&mut above, judged);
-    let logs: Vec<f64> = score
-        .iter()
-        .map(|&x| {
+    let live_hosts = skip.iter().filter(|s| !**s).count();
+    // The fit works on the logs of the rates (NaN: not measured).
+    let logs = || -> Vec<f64> {
+        let ln = |x: f64| {
             if x > 0.0 {
                 (x * reference).ln()
             } else {
                 f64::NAN
             }
-        })
-        .collect();
-    let live_hosts = skip.iter().filter(|s| !**s).count();
+        };
+        score.iter().map(|&x| ln(x)).collect()
+    };
     let fit = (live_hosts >= MIN_FIT_HOSTS)
-        .then(|| Fit::new(&logs, n))
+        .then(|| Fit::new(logs(), n))
         .flatten();
     let drift = rail
         .baseline

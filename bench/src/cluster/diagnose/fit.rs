@@ -46,8 +46,10 @@ pub struct Fit {
     pub send_cells: Vec<usize>,
     /// How many cells each host's receive effect rests on.
     pub receive_cells: Vec<usize>,
-    /// The residuals, `n * n`, row major (NaN: not measured).
-    residual: Vec<f64>,
+    /// The residuals, `n * n`, row major (NaN: not measured); single
+    /// precision, as the fit is kept per NIC for the whole diagnosis (a
+    /// 1000-host NIC's residuals are 4 MB, not 8).
+    residual: Vec<f32>,
     /// The residuals' robust standard deviation (1.4826 x their MAD).
     pub sigma: f64,
     /// The effects' own robust standard deviation (both sides together):
@@ -63,9 +65,9 @@ impl Fit {
     /// when the cells are too few to leave residuals after the effects
     /// (fewer than 3 more cells than effects: 3 hosts have 6 cells and 5
     /// effects, 4 hosts 12 and 7).
-    pub fn new(cells: &[f64], n: usize) -> Option<Fit> {
+    pub fn new(cells: Vec<f64>, n: usize) -> Option<Fit> {
         assert_eq!(cells.len(), n * n, "the matrix is n x n");
-        let mut residual = cells.to_vec();
+        let mut residual = cells;
         let count = |client: bool| -> Vec<usize> {
             (0..n)
                 .map(|h| {
@@ -126,6 +128,7 @@ impl Fit {
             *e = (*e - mid).abs();
         }
         let effect_spread = MAD_TO_SIGMA * median(&mut scratch).unwrap_or(0.0);
+        let residual = residual.into_iter().map(|r| r as f32).collect();
         Some(Fit {
             n,
             overall,
@@ -142,7 +145,7 @@ impl Fit {
     /// The residual of a cell (log scale), none when not measured.
     pub fn residual(&self, client: usize, server: usize) -> Option<f64> {
         let r = self.residual[client * self.n + server];
-        (!r.is_nan()).then_some(r)
+        (!r.is_nan()).then_some(f64::from(r))
     }
 
     /// The standard deviation of a cell's residual under noise alone: the

@@ -46,7 +46,7 @@ fn noise_alone_flags_nothing_and_the_noise_is_measured() {
     let mut hosts = 0;
     let mut cells = 0;
     for seed in 0..20 {
-        let fit = Fit::new(&matrix(100, 0.015, seed, |_, _| 1.0), 100).unwrap();
+        let fit = Fit::new(matrix(100, 0.015, seed, |_, _| 1.0), 100).unwrap();
         assert!(
             (fit.sigma / 0.015 - 1.0).abs() < 0.1,
             "seed {seed}: sigma {}",
@@ -70,7 +70,7 @@ fn a_mildly_slow_host_is_one_host_and_no_path() {
         for seed in 0..10 {
             let slow = 17;
             let f = |c: usize, s: usize| if c == slow || s == slow { factor } else { 1.0 };
-            let fit = Fit::new(&matrix(300, 0.015, seed, f), 300).unwrap();
+            let fit = Fit::new(matrix(300, 0.015, seed, f), 300).unwrap();
             assert_eq!(slow_hosts(&fit), vec![slow], "factor {factor} seed {seed}");
             let want = f64::ln(factor);
             for e in [fit.send[slow], fit.receive[slow]] {
@@ -85,7 +85,7 @@ fn a_mildly_slow_host_is_one_host_and_no_path() {
 fn a_host_slow_on_one_side_only() {
     for seed in 0..10 {
         let fit = Fit::new(
-            &matrix(64, 0.015, seed, |c, _| if c == 5 { 0.9 } else { 1.0 }),
+            matrix(64, 0.015, seed, |c, _| if c == 5 { 0.9 } else { 1.0 }),
             64,
         )
         .unwrap();
@@ -106,7 +106,7 @@ fn a_slow_link_is_two_low_residuals() {
     for seed in 0..10 {
         let link = |c: usize, s: usize| (c, s) == (3, 9) || (c, s) == (9, 3);
         let fit = Fit::new(
-            &matrix(100, 0.015, seed, |c, s| if link(c, s) { 0.8 } else { 1.0 }),
+            matrix(100, 0.015, seed, |c, s| if link(c, s) { 0.8 } else { 1.0 }),
             100,
         )
         .unwrap();
@@ -125,7 +125,7 @@ fn a_slow_link_is_two_low_residuals() {
 fn four_hosts_one_slow() {
     for seed in 0..20 {
         let f = |c: usize, s: usize| if c == 2 || s == 2 { 0.3 } else { 1.0 };
-        let fit = Fit::new(&matrix(4, 0.05, seed, f), 4).unwrap();
+        let fit = Fit::new(matrix(4, 0.05, seed, f), 4).unwrap();
         assert_eq!(slow_hosts(&fit), vec![2], "seed {seed}: {fit:?}");
     }
 }
@@ -139,7 +139,7 @@ fn hosts_that_really_differ_are_not_each_a_fault() {
     for seed in 0..10 {
         let mut rng = Rng::new(1000 + seed);
         let host: Vec<f64> = (0..200).map(|_| 1.0 + 0.015 * rng.normal()).collect();
-        let fit = Fit::new(&matrix(200, 0.015, seed, |c, s| host[c] * host[s]), 200).unwrap();
+        let fit = Fit::new(matrix(200, 0.015, seed, |c, s| host[c] * host[s]), 200).unwrap();
         assert!(fit.effect_spread > 0.01, "{}", fit.effect_spread);
         flagged += slow_hosts(&fit).len();
     }
@@ -154,16 +154,16 @@ fn hosts_without_cells_and_tiny_matrices() {
         m[4 * n + o] = f64::NAN;
         m[o * n + 4] = f64::NAN;
     }
-    let fit = Fit::new(&m, n).unwrap();
+    let fit = Fit::new(m, n).unwrap();
     assert!(fit.send[4].is_nan() && fit.receive[4].is_nan());
     assert_eq!((fit.send_cells[4], fit.receive_cells[4]), (0, 0));
     assert!(fit.residual(4, 0).is_none());
     assert!(slow_hosts(&fit).is_empty());
     // Two or three hosts leave no residuals to measure the noise with.
-    assert!(Fit::new(&[f64::NAN; 4], 2).is_none());
-    assert!(Fit::new(&matrix(2, 0.02, 1, |_, _| 1.0), 2).is_none());
-    assert!(Fit::new(&matrix(3, 0.02, 1, |_, _| 1.0), 3).is_none());
-    let fit = Fit::new(&matrix(4, 0.02, 1, |_, _| 1.0), 4).unwrap();
+    assert!(Fit::new(vec![f64::NAN; 4], 2).is_none());
+    assert!(Fit::new(matrix(2, 0.02, 1, |_, _| 1.0), 2).is_none());
+    assert!(Fit::new(matrix(3, 0.02, 1, |_, _| 1.0), 3).is_none());
+    let fit = Fit::new(matrix(4, 0.02, 1, |_, _| 1.0), 4).unwrap();
     assert!(fit.sigma.is_finite() && fit.overall.is_finite());
 }
 
