@@ -204,7 +204,7 @@ fn center(effect: &mut [f64], scratch: &mut Vec<f64>) -> f64 {
 }
 
 /// The median (of two middle values their mean), none when empty.
-fn median(v: &mut [f64]) -> Option<f64> {
+pub fn median(v: &mut [f64]) -> Option<f64> {
     let hi = upper_median(v)?;
     if v.len() % 2 == 1 {
         return Some(hi);
