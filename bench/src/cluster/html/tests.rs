@@ -149,10 +149,16 @@ fn check_page(html: &str) {
     for n in d.descendants().filter(|n| n.is_element()) {
         let tag = n.tag_name().name();
         assert!(
-            !matches!(tag, "script" | "iframe" | "img" | "link" | "object"),
+            !matches!(tag, "script" | "iframe" | "link" | "object"),
             "<{tag}> in the page"
         );
-        assert!(n.attribute("src").is_none(), "src= on <{tag}>");
+        // Images only embedded (the large heatmap), nothing fetched.
+        if let Some(src) = n.attribute("src") {
+            assert!(
+                tag == "img" && src.starts_with("data:image/png;base64,"),
+                "src= on <{tag}>"
+            );
+        }
         assert!(
             n.attributes().all(|a| !a.name().starts_with("on")),
             "event handler on <{tag}>"
@@ -382,8 +388,13 @@ fn traffic_and_verdicts_are_shown_with_their_why() {
     assert!(html.contains("NCCL_IB_DISABLE=1: NCCL used sockets"));
     assert!(html.contains("payload corrupted on erdma_0"));
     assert!(html.contains("schedule estimate 95.5 s"));
-    // Problems once each, with their fix.
-    assert_eq!(html.matches("check the NIC&#39;s link").count(), 1);
+    // Problems once each in their table, with their fix (the banner's
+    // "what to do" names the fix of the first few as well).
+    let problems = &html[html.find("id=\"problems\"").unwrap()..];
+    assert_eq!(problems.matches("check the NIC&#39;s link").count(), 1);
+    let banner = &html[..html.find("id=\"hosts\"").unwrap()];
+    assert!(banner.contains("What to do"), "{banner}");
+    assert!(banner.contains("check the NIC&#39;s link"), "{banner}");
 }
 
 #[test]
@@ -586,4 +597,149 @@ fn a_retest_of_the_wrong_shape_is_shown_as_missing() {
     check_page(&html);
     assert!(html.contains("id=\"retest\""));
     assert!(html.contains("0 suspect(s)"), "{html}");
+}
+
+/// The median by sorting, as the small heatmap computes it.
+fn sorted_median(v: &[f64]) -> Option<f64> {
+    median(v.to_vec())
+}
+
+#[test]
+fn the_histogram_median_is_the_sorted_one() {
+    let mut x: u64 = 7;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for len in [1usize, 2, 3, 10, 101, 1000, 4096] {
+        let v: Vec<f64> = (0..len).map(|_| 80.0 + 40.0 * next()).collect();
+        let got =
+            image::median_of(&|sink: &mut dyn FnMut(f64)| v.iter().copied().for_each(&mut *sink));
+        assert_eq!(got, sorted_median(&v), "{len} values");
+    }
+    // Ties, a constant, non-finite values skipped, nothing.
+    let v = [5.0, 5.0, 5.0, 1.0, f64::NAN, f64::INFINITY];
+    let got = image::median_of(&|sink: &mut dyn FnMut(f64)| v.iter().copied().for_each(&mut *sink));
+    assert_eq!(got, Some(5.0));
+    let got = image::median_of(&|sink: &mut dyn FnMut(f64)| {
+        [3.0; 4].iter().copied().for_each(&mut *sink)
+    });
+    assert_eq!(got, Some(3.0));
+    assert_eq!(image::median_of(&|_: &mut dyn FnMut(f64)| {}), None);
+}
+
+#[test]
+fn base64_is_rfc4648() {
+    for (raw, want) in [
+        ("", ""),
+        ("f", "Zg=="),
+        ("fo", "Zm8="),
+        ("foo", "Zm9v"),
+        ("foobar", "Zm9vYmFy"),
+    ] {
+        assert_eq!(image::base64(raw.as_bytes()), want);
+    }
+    assert_eq!(image::base64(&[0xff, 0xfe, 0x00]), "//4A");
+}
+
+#[test]
+fn the_image_is_at_most_a_thousand_pixels_a_side() {
+    use image::Layout;
+    assert_eq!(
+        Layout::of(301),
+        Layout {
+            block: 1,
+            scale: 3,
+            blocks: 301
+        }
+    );
+    assert_eq!(
+        Layout::of(1000),
+        Layout {
+            block: 1,
+            scale: 1,
+            blocks: 1000
+        }
+    );
+    assert_eq!(
+        Layout::of(1001),
+        Layout {
+            block: 2,
+            scale: 1,
+            blocks: 501
+        }
+    );
+    let l = Layout::of(10_000);
+    assert_eq!((l.block, l.blocks, l.side()), (10, 1000, 1000));
+}
+
+/// Decodes a PNG of the heatmap: (width, palette RGB of each pixel).
+fn decode_png(bytes: &[u8]) -> (usize, Vec<[u8; 3]>) {
+    let mut dec = png::Decoder::new(bytes);
+    dec.set_transformations(png::Transformations::EXPAND);
+    let mut reader = dec.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let px = buf[..info.buffer_size()]
+        .chunks_exact(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width as usize, px)
+}
+
+fn rgb(hex: &str) -> [u8; 3] {
+    let c = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
+    [c(1), c(3), c(5)]
+}
+
+#[test]
+fn a_block_of_cells_shows_its_worst_and_the_suspects_are_marked() {
+    // 2500 hosts: blocks of 3 x 3 cells a pixel. One failed cell and one
+    // cell at half the rate must both show; host 1234 is marked.
+    let n = 2500;
+    let cell = |i: usize, j: usize| match (i, j) {
+        _ if i == j => image::Px::Diagonal,
+        (100, 2000) => image::Px::Failed,
+        (1500, 7) => image::Px::Ratio(0.5),
+        _ => image::Px::Ratio(1.0),
+    };
+    let mut marked = vec![false; n];
+    marked[1234] = true;
+    let send: Vec<Option<f64>> = (0..n)
+        .map(|i| Some(if i == 42 { 0.5 } else { 1.0 }))
+        .collect();
+    let recv = vec![None; n];
+    let p = image::Picture {
+        n,
+        cell: &cell,
+        marked: &marked,
+        send: &send,
+        recv: &recv,
+    };
+    let (l, bytes) = image::png(&p).unwrap();
+    assert_eq!((l.block, l.blocks), (3, 834));
+    let (w, px) = decode_png(&bytes);
+    let (iw, ih) = l.size();
+    assert_eq!((w, px.len()), (iw, iw * ih));
+    let at = |x: usize, y: usize| px[y * w + x];
+    let cell_px = |i: usize, j: usize| at(8 + j / 3, 8 + i / 3);
+    assert_eq!(cell_px(100, 2000), rgb(svg::FAILED));
+    assert_eq!(cell_px(1500, 7), rgb(&svg::ratio_colour(0.5)));
+    assert_eq!(cell_px(1500, 10), rgb(&svg::ratio_colour(1.0)));
+    // A block on the diagonal shows its measured cells, not the diagonal.
+    assert_eq!(cell_px(0, 0), rgb(&svg::ratio_colour(1.0)));
+    assert_eq!(cell_px(4, 4), rgb(&svg::ratio_colour(1.0)));
+    // Marks: left of row 1234's pixel row, above its column; none at 10.
+    let mark = rgb(image::MARK_COLOUR);
+    assert_eq!(at(0, 8 + 1234 / 3), mark);
+    assert_eq!(at(8 + 1234 / 3, 0), mark);
+    assert_ne!(at(0, 8 + 10 / 3), mark);
+    // The send strip: host 42 at half, the receive strip empty (white).
+    let sx = 8 + l.side() + 6;
+    assert_eq!(at(sx + 2, 8 + 42 / 3), rgb(&svg::ratio_colour(0.5)));
+    assert_eq!(at(sx + 2, 8 + 50 / 3), rgb(&svg::ratio_colour(1.0)));
+    assert_eq!(at(sx + 12 + 2, 8 + 42 / 3), rgb("#ffffff"));
 }
