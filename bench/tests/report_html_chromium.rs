@@ -435,3 +435,77 @@ fn chromium_shows_the_heatmap() {
     let banner = px.iter().filter(|p| near(**p, "#fde8e6")).count();
     assert!(banner > 20_000, "the verdict banner: {banner} pixels");
 }
+
+/// A line of /proc/self/status in kB (0 where there is none).
+fn status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(key)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The renderer alone at ERDMA_REPORT_HOSTS hosts (default 10,000): its
+/// time and the memory it adds to the document it is given, the page's
+/// size, and Chromium's time to paint the first screen, against the bars
+/// of issue 35 (20 MB, 60 s, 2 GB). Slow and big (the document alone is
+/// about 4 GB at 10,000 hosts): scripts/bench-report-scale.sh runs it in a
+/// release build.
+#[test]
+#[ignore]
+fn report_at_scale() {
+    let n: usize = std::env::var("ERDMA_REPORT_HOSTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let t0 = std::time::Instant::now();
+    let doc = cluster(n);
+    let build_s = t0.elapsed().as_secs_f64();
+    // Peak resident memory from here on (Linux: clear_refs 5 resets it).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = status_kb("VmRSS:");
+    let t0 = std::time::Instant::now();
+    let page_text = html::render(&doc);
+    let render_s = t0.elapsed().as_secs_f64();
+    let peak = status_kb("VmHWM:");
+    let added_mb = peak.saturating_sub(before) as f64 / 1024.0;
+    let dir = match std::env::var_os("ERDMA_REPORT_OUT") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-html-scale"),
+    };
+    let _ = std::fs::remove_dir_all(dir.join("profile"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("report.html");
+    std::fs::write(&page, &page_text).unwrap();
+    let paint = browser_or_skip("report_at_scale").map(|browser| {
+        let t0 = std::time::Instant::now();
+        let shot = screenshot(&browser, &dir, &page, "1200,900");
+        let s = t0.elapsed().as_secs_f64();
+        let (_, _, px) = decode(&shot);
+        let banner = px.iter().filter(|p| near(**p, "#fde8e6")).count();
+        (s, banner)
+    });
+    println!(
+        "report_at_scale hosts={n} bytes={} document_s={build_s:.1} render_s={render_s:.2} \
+         rss_before_mb={:.0} peak_mb={:.0} added_mb={added_mb:.0} paint_s={} banner_px={}",
+        page_text.len(),
+        before as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        paint.map_or("-".into(), |p| format!("{:.1}", p.0)),
+        paint.map_or("-".into(), |p| p.1.to_string()),
+    );
+    assert!(page_text.len() <= 20_000_000, "{} bytes", page_text.len());
+    assert!(render_s <= 60.0, "{render_s:.1} s to render");
+    assert!(added_mb <= 2048.0, "the renderer added {added_mb:.0} MB");
+    if let Some((s, banner)) = paint {
+        assert!(s <= 60.0, "chromium took {s:.1} s");
+        assert!(banner > 150_000, "the verdict banner: {banner} pixels");
+    }
+}

@@ -1114,7 +1114,6 @@ fn host_medians(m: &Value, n: usize) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
         })
     };
     let mut send = Vec::with_capacity(n);
-    let mut recv = Vec::with_capacity(n);
     for i in 0..n {
         buf.clear();
         buf.extend(
@@ -1124,14 +1123,28 @@ fn host_medians(m: &Value, n: usize) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
                 .filter(|g| g.is_finite()),
         );
         send.push(mid(&mut buf));
-        buf.clear();
-        buf.extend(
-            (0..n)
-                .filter(|&j| j != i)
-                .filter_map(|j| at(m, j, i))
-                .filter(|g| g.is_finite()),
-        );
-        recv.push(mid(&mut buf));
+    }
+    // The columns a tile at a time: each row is read in runs of TILE
+    // cells, not one cell per row per column (a cache miss each: 10 s at
+    // 10,000 hosts).
+    const TILE: usize = 64;
+    let mut recv = Vec::with_capacity(n);
+    let mut cols: Vec<Vec<f64>> = (0..TILE).map(|_| Vec::with_capacity(n)).collect();
+    for c0 in (0..n).step_by(TILE) {
+        let c1 = (c0 + TILE).min(n);
+        cols.iter_mut().for_each(Vec::clear);
+        for (j, row) in items(m).iter().enumerate().take(n) {
+            let row = items(row);
+            for i in c0..c1.min(row.len()) {
+                match row[i].as_f64() {
+                    Some(g) if i != j && g.is_finite() => cols[i - c0].push(g),
+                    _ => {}
+                }
+            }
+        }
+        for col in cols.iter_mut().take(c1 - c0) {
+            recv.push(mid(col));
+        }
     }
     (send, recv)
 }
@@ -1380,6 +1393,33 @@ fn pair_failures(doc: &Value, names: &[String]) -> String {
     s
 }
 
+/// The rows a long table shows: all of them up to [`MAX_ROWS`]; beyond, the
+/// rows whose `key` is not "ok" first, up to [`MAX_ROWS`]. Also the line
+/// (HTML) that says what was left out, if anything.
+fn shown_rows<'a>(rows: &'a [Value], key: &str, cols: usize) -> (Vec<&'a Value>, String) {
+    if rows.len() <= MAX_ROWS {
+        return (rows.iter().collect(), String::new());
+    }
+    let mut list: Vec<&Value> = rows.iter().collect();
+    list.sort_by_key(|r| r[key] == "ok");
+    list.truncate(MAX_ROWS);
+    let mut by: Vec<(String, usize)> = Vec::new();
+    for r in rows {
+        let k = plain(&r[key]);
+        match by.iter_mut().find(|(x, _)| *x == k) {
+            Some(e) => e.1 += 1,
+            None => by.push((k, 1)),
+        }
+    }
+    let counts: Vec<String> = by.iter().map(|(k, c)| format!("{c} {}", esc(k))).collect();
+    let note = format!(
+        "<tr><td colspan=\"{cols}\">{} rows ({}): the first {MAX_ROWS} shown, those not ok first; cluster.json has them all</td></tr>",
+        rows.len(),
+        counts.join(", ")
+    );
+    (list, note)
+}
+
 /// The pair matrix against the baseline, row by row.
 fn baseline(doc: &Value) -> String {
     let b = &doc["baseline"];
@@ -1395,7 +1435,8 @@ fn baseline(doc: &Value) -> String {
         esc(&plain(&b["fail_below"]))
     );
     let num = |v: &Value| v.as_f64().map_or("-".to_owned(), svg::trim_num);
-    for r in items(&b["rows"]) {
+    let (rows, left_out) = shown_rows(items(&b["rows"]), "status", 6);
+    for r in rows {
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{} &#8594; {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -1411,6 +1452,7 @@ fn baseline(doc: &Value) -> String {
             esc(&plain(&r["note"]))
         );
     }
+    s.push_str(&left_out);
     s.push_str("</table>");
     s
 }
@@ -1448,7 +1490,29 @@ fn nccl(doc: &Value) -> String {
     let mut series = Vec::new();
     let mut expected = Vec::new();
     let mut legend = String::new();
-    for (k, st) in stages.iter().enumerate() {
+    // A curve per stage while they are few; else the stages across hosts
+    // and the slowest per-host ones (at their largest size).
+    let charted: Vec<&Value> = if stages.len() <= 12 {
+        stages.iter().collect()
+    } else {
+        let last = |st: &Value| curve(&st["rows"]).last().map_or(f64::NEG_INFINITY, |p| p.1);
+        let mut host: Vec<&Value> = stages.iter().filter(|st| st["scope"] == "host").collect();
+        host.sort_by(|a, b| last(a).total_cmp(&last(b)));
+        let mut c: Vec<&Value> = stages
+            .iter()
+            .filter(|st| st["scope"] != "host")
+            .take(6)
+            .collect();
+        c.extend(host.into_iter().take(12 - c.len()));
+        let _ = write!(
+            s,
+            "<p class=\"meta\">{} stages: the chart shows the stages across hosts and the slowest per-host ones, {} curves.</p>",
+            stages.len(),
+            c.len()
+        );
+        c
+    };
+    for (k, st) in charted.into_iter().enumerate() {
         let colour = svg::PALETTE[k % svg::PALETTE.len()];
         let name = plain(&st["name"]);
         let _ = write!(
@@ -1504,7 +1568,34 @@ fn stage_table(doc: &Value, stages: &[Value]) -> String {
          <th>busbw at the largest size</th><th>expected</th><th>baseline</th><th>wrong</th>\
          <th>JSON</th><th>error / rerun</th></tr>",
     );
-    for st in stages {
+    // Many ok per-host stages are one row (names on demand).
+    let many = stages.len() > 12;
+    let folded: Vec<String> = if many {
+        stages
+            .iter()
+            .filter(|st| st["scope"] == "host" && st["status"] == "ok" && st["error"].is_null())
+            .map(|st| plain(&st["name"]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !folded.is_empty() {
+        let _ = write!(
+            s,
+            "<tr><td>{} per-host stages</td><td>{}</td><td colspan=\"8\">{}</td></tr>",
+            folded.len(),
+            badge("ok"),
+            name_list(&folded)
+        );
+    }
+    let listed: Vec<&Value> = stages
+        .iter()
+        .filter(|st| {
+            !(many && st["scope"] == "host" && st["status"] == "ok" && st["error"].is_null())
+        })
+        .collect();
+    let total = listed.len();
+    for st in listed.into_iter().take(MAX_ROWS) {
         let last = |key: &str| {
             items(&st[key])
                 .iter()
@@ -1564,6 +1655,13 @@ fn stage_table(doc: &Value, stages: &[Value]) -> String {
             fix
         );
     }
+    if total > MAX_ROWS {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"10\">and {} more stages: cluster.json has them all</td></tr>",
+            total - MAX_ROWS
+        );
+    }
     s.push_str("</table>");
     s
 }
@@ -1616,7 +1714,8 @@ fn traffic(doc: &Value) -> String {
          <th>stage</th><th>tx</th><th>rx</th><th>expected</th><th>error counters</th><th>why</th></tr>",
         badge(&plain(&t["status"]))
     );
-    for r in items(&t["rows"]) {
+    let (rows, left_out) = shown_rows(items(&t["rows"]), "verdict", 9);
+    for r in rows {
         let errors: Vec<String> = r["errors"]
             .as_object()
             .into_iter()
@@ -1646,6 +1745,7 @@ fn traffic(doc: &Value) -> String {
             esc(&plain(&r["why"]))
         );
     }
+    s.push_str(&left_out);
     if items(&t["rows"]).is_empty() {
         s.push_str("<tr><td colspan=\"9\">no counters were read</td></tr>");
     }

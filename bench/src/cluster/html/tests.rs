@@ -743,3 +743,93 @@ fn a_block_of_cells_shows_its_worst_and_the_suspects_are_marked() {
     assert_eq!(at(sx + 2, 8 + 50 / 3), rgb(&svg::ratio_colour(1.0)));
     assert_eq!(at(sx + 12 + 2, 8 + 42 / 3), rgb("#ffffff"));
 }
+
+#[test]
+fn many_stages_and_rows_are_summarised() {
+    let mut d = full();
+    // 40 hosts' NCCL stages, one of them slow, and the cluster's.
+    let mut stages: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"name": format!("host n{i}"), "scope": "host", "hosts": [format!("n{i}")],
+                   "collective": "all_reduce", "status": "ok", "error": null,
+                   "rows": rows(if i == 17 { 0.5 } else { 2.0 }),
+                   "expected_busbw": null, "expected_why": "", "baseline_rows": null})
+        })
+        .collect();
+    stages[17]["status"] = json!("fail");
+    stages.push(d["nccl"]["stages"][2].clone());
+    d["nccl"]["stages"] = json!(stages);
+    // 500 baseline rows, 3 under the baseline; 400 traffic rows, one failed.
+    let brow = |k: usize, status: &str| {
+        json!({"status": status, "client": format!("n{k}"), "server": "n0", "gbps": 90.0,
+               "baseline_gbps": 90.0, "ratio": if status == "ok" {1.0} else {0.5}, "note": ""})
+    };
+    d["baseline"]["rows"] = json!(
+        (0..500)
+            .map(|k| brow(k, if k % 200 == 7 { "fail" } else { "ok" }))
+            .collect::<Vec<_>>()
+    );
+    let trow = |k: usize, verdict: &str| {
+        json!({"host": format!("n{k}"), "nic": "erdma_0", "stage": "cluster",
+               "tx_bytes": 1, "rx_bytes": 1, "expected_bytes": 1, "errors": {},
+               "verdict": verdict, "why": format!("WHY-{k}")})
+    };
+    d["traffic"]["rows"] = json!(
+        (0..400)
+            .map(|k| trow(k, if k == 399 { "fail" } else { "ok" }))
+            .collect::<Vec<_>>()
+    );
+    let html = render(&d);
+    check_page(&html);
+    let doc = parse(&html);
+    // The cluster's stage and the slowest hosts: at most 12 curves, n17 in.
+    let curves = count(&doc, "polyline", "curve");
+    assert!(curves <= 12 && curves > 2, "{curves} curves");
+    assert!(
+        html.contains("<title>host n17</title>"),
+        "the slow host's curve"
+    );
+    assert!(html.contains("39 per-host stages"), "ok host stages folded");
+    // Baseline: the three failing rows, then a line of counts.
+    assert_eq!(html.matches("n7 &#8594; n0").count(), 1);
+    assert!(html.contains("n407 &#8594; n0"));
+    assert!(html.contains("500 rows (497 ok, 3 fail)"), "{html}");
+    // Traffic: the failed row (the last) is among those shown.
+    assert!(html.contains("WHY-399"));
+    assert!(html.contains("400 rows (399 ok, 1 fail)"));
+    assert!(
+        !html.contains("WHY-398"),
+        "ok rows past the first 199 are left out"
+    );
+}
+
+#[test]
+fn host_medians_are_each_rows_and_columns() {
+    // 130 hosts: three tiles of columns; row i, column j holds i * 1000 + j
+    // (null on the diagonal and at (5, 6)).
+    let n = 130;
+    let m: Value = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    if i == j || (i, j) == (5, 6) {
+                        Value::Null
+                    } else {
+                        json!((i * 1000 + j) as f64)
+                    }
+                })
+                .collect::<Value>()
+        })
+        .collect();
+    let (send, recv) = host_medians(&m, n);
+    let naive =
+        |f: &dyn Fn(usize) -> Option<f64>| sorted_median(&(0..n).filter_map(f).collect::<Vec<_>>());
+    for i in 0..n {
+        let row = naive(&|j| at(&m, i, j));
+        let col = naive(&|j| at(&m, j, i));
+        assert_eq!(send[i], row, "row {i}");
+        assert_eq!(recv[i], col, "column {i}");
+    }
+    assert_eq!(recv[0], Some(65000.0));
+    assert_eq!(send[129], Some(129_000.0 + 64.0));
+}
