@@ -1081,11 +1081,13 @@ fn suspects(doc: &Value, names: &[String]) -> Vec<bool> {
     let list: Vec<&Value> = items(&doc["verdicts"]).iter().collect();
     let named = most_named(&list);
     let few = named.len() <= 20;
+    let own: std::collections::HashSet<&str> = list
+        .iter()
+        .filter(|v| matches!(v["kind"].as_str(), Some("host" | "nic")))
+        .flat_map(|v| items(&v["hosts"]).iter().filter_map(Value::as_str))
+        .collect();
     for (h, c) in &named {
-        let own = list.iter().any(|v| {
-            matches!(v["kind"].as_str(), Some("host" | "nic"))
-                && items(&v["hosts"]).iter().any(|x| x.as_str() == Some(h))
-        });
+        let own = own.contains(h.as_str());
         if let (true, Some(&i)) = (few || own || *c > 1, index.get(h.as_str())) {
             mark(i);
         }

@@ -833,3 +833,30 @@ fn host_medians_are_each_rows_and_columns() {
     assert_eq!(recv[0], Some(65000.0));
     assert_eq!(send[129], Some(129_000.0 + 64.0));
 }
+
+#[test]
+fn the_marked_suspects_are_the_hosts_that_stand_out() {
+    let names: Vec<String> = (0..60).map(|i| format!("n{i}")).collect();
+    let link =
+        |a: usize, b: usize| json!({"kind": "link", "hosts": [format!("n{a}"), format!("n{b}")]});
+    let mut verdicts: Vec<Value> = (1..31).map(|j| link(0, j)).collect();
+    verdicts.push(json!({"kind": "host", "hosts": ["n40"]}));
+    verdicts.push(link(50, 51));
+    let mut d = json!({"hosts": names.iter().map(|n| json!({"host": n})).collect::<Vec<_>>(),
+                       "verdicts": verdicts});
+    let on = |d: &Value| -> Vec<usize> {
+        suspects(d, &names)
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let marked = on(&d);
+    // n0 (in 30 verdicts) and n40 (a host verdict); not the partners.
+    assert_eq!(marked, [0, 40]);
+    // Few hosts named: every one; and the retest's suspects.
+    d["verdicts"] = json!([link(50, 51)]);
+    d["retest"] = json!({"suspects": [{"kind": "nic", "hosts": [7]}]});
+    assert_eq!(on(&d), [7, 50, 51]);
+}
