@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+mod image;
 mod retest;
 mod svg;
 use svg::{Cell, Series};
@@ -165,7 +166,7 @@ th{background:#f4f5f7}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,pre{font:12px/1.4 ui-monospace,'DejaVu Sans Mono',monospace}pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:6px 8px;margin:2px 0;white-space:pre-wrap;word-break:break-all}
 svg text{font:11px system-ui,'DejaVu Sans',sans-serif;fill:#222}svg text.axis{font-size:12px;fill:#444}svg text.cellv{font-size:12px;font-weight:600}
 .swatch{display:inline-block;width:22px;height:4px;vertical-align:middle;margin:0 6px 0 14px}.swatch.dash{border-top:3px dashed;height:0}
-nav a{margin-right:12px}footer{margin-top:30px;color:#777;font-size:12px}
+nav a{margin-right:12px}.heatmap-img{image-rendering:pixelated;display:block}.todo{margin-top:8px}.todo ol{margin:4px 0 0;padding-left:22px}details summary{cursor:pointer}footer{margin-top:30px;color:#777;font-size:12px}
 ";
 
 /// The first thing on the page: the result and, in one line each, what is
@@ -219,7 +220,11 @@ fn summary(doc: &Value) -> String {
         }
         s.push_str("</ul>");
     }
-    s.push_str("</div><nav>");
+    s.push_str("<div class=\"todo\"><b>What to do</b><ol>");
+    for t in todo(doc) {
+        let _ = write!(s, "<li>{t}</li>");
+    }
+    s.push_str("</ol></div></div><nav>");
     for (id, key, title) in [
         ("hosts", "hosts", "Hosts"),
         ("verdicts", "verdicts", "Verdicts"),
@@ -244,12 +249,199 @@ fn command_line(doc: &Value) -> String {
     words.iter().map(|w| sh(w)).collect::<Vec<_>>().join(" ")
 }
 
-/// What is wrong, one item per kind (HTML, escaped).
-fn headline(doc: &Value) -> Vec<String> {
+/// The verdicts the banner names by themselves; the rest are counted and
+/// shown on demand.
+const TOP_VERDICTS: usize = 5;
+/// Rows of a long table shown; the others are counted (cluster.json has
+/// them all).
+const MAX_ROWS: usize = 200;
+
+/// The verdicts, the confirmed (failing) ones first, in the document's
+/// order otherwise.
+fn ranked_verdicts(doc: &Value) -> Vec<&Value> {
+    let mut list: Vec<&Value> = items(&doc["verdicts"]).iter().collect();
+    let rank = |v: &Value| {
+        if v["status"] == "fail" || v["confirmed"] == Value::Bool(true) {
+            0
+        } else {
+            1
+        }
+    };
+    list.sort_by_key(|v| rank(v));
+    list
+}
+
+/// `k` things, `1 thing` or `2 things`.
+fn count(k: usize, one: &str, many: &str) -> String {
+    format!("{k} {}", if k == 1 { one } else { many })
+}
+
+/// (name, verdicts naming it), the most named first, then by name.
+fn most_named(list: &[&Value]) -> Vec<(String, usize)> {
+    let mut by: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for v in list {
+        for h in items(&v["hosts"]) {
+            *by.entry(plain(h)).or_default() += 1;
+        }
+    }
+    let mut out: Vec<(String, usize)> = by.into_iter().collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// (kind, count) of the verdicts, the commonest first.
+fn kinds(list: &[&Value]) -> Vec<(String, usize)> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for v in list {
+        let k = plain(&v["kind"]);
+        match out.iter_mut().find(|(x, _)| *x == k) {
+            Some(e) => e.1 += 1,
+            None => out.push((k, 1)),
+        }
+    }
+    out.sort_by_key(|b| std::cmp::Reverse(b.1));
+    out
+}
+
+/// The verdicts in the banner: their count by kind and the hosts they name
+/// most, the first few in a line each, the rest on demand (HTML).
+fn verdict_points(doc: &Value) -> Vec<String> {
+    let list = ranked_verdicts(doc);
+    if list.is_empty() {
+        return Vec::new();
+    }
     let mut out = Vec::new();
-    for v in items(&doc["verdicts"]) {
+    if list.len() > TOP_VERDICTS {
+        let by_kind: Vec<String> = kinds(&list)
+            .iter()
+            .map(|(k, c)| format!("{c} {}", esc(k)))
+            .collect();
+        let confirmed = list.iter().filter(|v| v["status"] == "fail").count();
+        let named = most_named(&list);
+        let top: Vec<String> = named
+            .iter()
+            .enumerate()
+            .filter(|(k, (_, c))| *k == 0 || *c > 1)
+            .map(|(_, x)| x)
+            .take(3)
+            .map(|(h, c)| format!("<b>{}</b> ({c})", esc(h)))
+            .collect();
+        out.push(format!(
+            "<b>{}</b> ({}), {} confirmed, naming {}; named most: {}",
+            count(list.len(), "verdict", "verdicts"),
+            by_kind.join(", "),
+            confirmed,
+            count(named.len(), "host", "hosts"),
+            top.join(", ")
+        ));
+    }
+    for v in list.iter().take(TOP_VERDICTS) {
         out.push(verdict_line(v));
     }
+    let rest = &list[TOP_VERDICTS.min(list.len())..];
+    if !rest.is_empty() {
+        let mut more = format!(
+            "<details><summary>{} more (all of them under <a href=\"#verdicts\">Verdicts</a>)</summary><ul>",
+            count(rest.len(), "verdict", "verdicts")
+        );
+        for v in rest.iter().take(MAX_ROWS) {
+            let _ = write!(more, "<li>{}</li>", verdict_line(v));
+        }
+        if rest.len() > MAX_ROWS {
+            let _ = write!(more, "<li>and {} more</li>", rest.len() - MAX_ROWS);
+        }
+        more.push_str("</ul></details>");
+        out.push(more);
+    }
+    out
+}
+
+/// What to do about the result, most urgent first (HTML, escaped).
+fn todo(doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let list = ranked_verdicts(doc);
+    let confirmed: Vec<&Value> = list
+        .iter()
+        .copied()
+        .filter(|v| v["status"] == "fail")
+        .collect();
+    if !confirmed.is_empty() {
+        let named = most_named(&confirmed);
+        let hosts: Vec<String> = named.iter().take(8).map(|(h, _)| esc(h)).collect();
+        out.push(format!(
+            "Take out of service and repair what the {} name{}: {}{} (<code>--drain</code> prints the commands).",
+            count(confirmed.len(), "confirmed verdict", "confirmed verdicts"),
+            if confirmed.len() == 1 { "s" } else { "" },
+            hosts.join(", "),
+            if named.len() > 8 {
+                format!(" and {} more", named.len() - 8)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let unconfirmed = list.len() - confirmed.len();
+    if unconfirmed > 0 {
+        let named = most_named(&list);
+        let lead = match named.first() {
+            Some((h, c)) if *c > 1 && named.get(1).is_none_or(|x| x.1 * 2 <= *c) => {
+                format!(" {} is named in {c} of them: look at it first", esc(h))
+            }
+            _ => String::new(),
+        };
+        out.push(format!(
+            "{} not confirmed by a retest: measure those hosts again before acting.{lead}",
+            count(unconfirmed, "verdict is", "verdicts are")
+        ));
+    }
+    let problems: Vec<&Value> = items(&doc["problems"])
+        .iter()
+        .chain(items(&doc["across"]))
+        .collect();
+    let mut sorted = problems.clone();
+    sorted.sort_by_key(|p| if p["status"] == "fail" { 0 } else { 1 });
+    for p in sorted.iter().take(3) {
+        out.push(format!(
+            "Fix <code>{}</code> on {}: {}",
+            esc(&plain(&p["id"])),
+            count(items(&p["hosts"]).len(), "host", "hosts"),
+            esc(&plain(&p["fix"]))
+        ));
+    }
+    if problems.len() > 3 {
+        out.push(format!(
+            "{} more under <a href=\"#problems\">Problems</a>.",
+            count(problems.len() - 3, "problem", "problems")
+        ));
+    }
+    let failed = failed_pairs(doc).len();
+    if failed > 0 {
+        out.push(format!(
+            "Rerun the {} with the commands under <a href=\"#pairs\">NIC pairs</a> once fixed.",
+            count(failed, "failed pair direction", "failed pair directions")
+        ));
+    }
+    if items(&doc["nccl"]["stages"])
+        .iter()
+        .any(|s| s["status"] == "fail")
+    {
+        out.push(
+            "Rerun the failed NCCL stages with the commands under <a href=\"#nccl\">NCCL</a>."
+                .into(),
+        );
+    }
+    if out.is_empty() {
+        out.push(match doc["status"].as_str() {
+            Some("ok") => "Nothing: the cluster is ready.".into(),
+            _ => "Read the sections below.".into(),
+        });
+    }
+    out
+}
+
+/// What is wrong, one item per kind (HTML, escaped).
+fn headline(doc: &Value) -> Vec<String> {
+    let mut out = verdict_points(doc);
     let hosts = items(&doc["hosts"]);
     let bad = |st: &str| hosts.iter().filter(|h| h["status"] == st).count();
     if bad("fail") + bad("warn") > 0 {
@@ -325,50 +517,136 @@ fn verdict_line(v: &Value) -> String {
     )
 }
 
-/// The hosts: status, counts of the checks, and what names them.
+/// Names as one table cell: a few in full, more as the first few with the
+/// whole list on demand (`<details>`, no script). Escaped.
+fn name_list(names: &[String]) -> String {
+    const INLINE: usize = 6;
+    if names.len() <= INLINE {
+        return esc(&names.join(", "));
+    }
+    format!(
+        "<details><summary>{} hosts: {}, &#8230;</summary>{}</details>",
+        names.len(),
+        esc(&names[..3].join(", ")),
+        esc(&names.join(", "))
+    )
+}
+
+/// The hosts, those with the same findings in one row: status, how many,
+/// their names (on demand when many), counts of the checks and what names
+/// them (the kinds of verdicts and the problems; their details are in
+/// their sections). Failing rows first, then the biggest.
 fn hosts(doc: &Value) -> String {
+    use std::collections::HashMap;
     let hosts = items(&doc["hosts"]);
     if hosts.is_empty() {
         return String::new();
     }
-    let mut s = String::from(
-        "<h2 id=\"hosts\">Hosts</h2><table><tr><th>host</th><th>rank</th><th>status</th>\
-         <th>ok</th><th>warn</th><th>fail</th><th>skip</th><th>what names it</th></tr>",
-    );
+    // What names each host, from one pass over the verdicts and problems.
+    let mut notes: HashMap<String, Vec<String>> = HashMap::new();
+    for v in items(&doc["verdicts"]) {
+        let note = format!("{} verdict", plain(&v["kind"]));
+        for h in items(&v["hosts"]) {
+            notes.entry(plain(h)).or_default().push(note.clone());
+        }
+    }
+    for key in ["problems", "across"] {
+        for p in items(&doc[key]) {
+            let note = format!("{} {}", plain(&p["status"]), plain(&p["id"]));
+            for h in items(&p["hosts"]) {
+                notes.entry(plain(h)).or_default().push(note.clone());
+            }
+        }
+    }
+    type Key = (String, [String; 4], String);
+    let mut groups: Vec<(Key, Vec<String>)> = Vec::new();
+    let mut index: HashMap<Key, usize> = HashMap::new();
     for (i, h) in hosts.iter().enumerate() {
         let name = plain(&h["host"]);
         let label = plain(&h["label"]);
-        let named = |p: &Value| {
-            items(&p["hosts"])
-                .iter()
-                .any(|x| x.as_str().is_some_and(|x| x == name || x == label))
-        };
-        let mut notes: Vec<String> = items(&doc["verdicts"])
-            .iter()
-            .filter(|v| named(v))
-            .map(|v| format!("verdict {}: {}", plain(&v["kind"]), plain(&v["why"])))
-            .collect();
-        for key in ["problems", "across"] {
-            notes.extend(
-                items(&doc[key])
-                    .iter()
-                    .filter(|p| named(p))
-                    .map(|p| format!("{} {}", plain(&p["status"]), plain(&p["id"]))),
-            );
+        let mut mine: Vec<&String> = notes.get(&label).into_iter().flatten().collect();
+        if name != label {
+            mine.extend(notes.get(&name).into_iter().flatten());
         }
-        let n = |k: &str| esc(&plain(&h["summary"][k]));
+        // Each kind of note once, with its count.
+        let mut counted: Vec<(&String, usize)> = Vec::new();
+        for n in mine {
+            match counted.iter_mut().find(|(x, _)| *x == n) {
+                Some(e) => e.1 += 1,
+                None => counted.push((n, 1)),
+            }
+        }
+        let what: Vec<String> = counted
+            .iter()
+            .map(|(n, c)| {
+                if *c > 1 {
+                    format!("{n} x{c}")
+                } else {
+                    (*n).clone()
+                }
+            })
+            .collect();
+        let n = |k: &str| plain(&h["summary"][k]);
+        let key: Key = (
+            plain(&h["status"]),
+            [n("ok"), n("warn"), n("fail"), n("skip")],
+            what.join("; "),
+        );
+        let shown = format!(
+            "{} (rank {})",
+            if label.is_empty() { &name } else { &label },
+            h["rank"].as_u64().unwrap_or(i as u64)
+        );
+        match index.get(&key) {
+            Some(&g) => groups[g].1.push(shown),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, vec![shown]));
+            }
+        }
+    }
+    let severity = |st: &str| match st {
+        "fail" => 0,
+        "warn" => 1,
+        "ok" => 3,
+        _ => 2,
+    };
+    groups.sort_by(|a, b| {
+        severity(&a.0.0)
+            .cmp(&severity(&b.0.0))
+            .then_with(|| a.0.2.is_empty().cmp(&b.0.2.is_empty()))
+            .then_with(|| b.1.len().cmp(&a.1.len()))
+    });
+    let mut s = format!(
+        "<h2 id=\"hosts\">Hosts</h2><p>{} in {}: hosts with the same status, check counts and \
+         findings share a row.</p><table><tr><th>status</th><th>ranks</th><th>hosts</th>\
+         <th>ok</th><th>warn</th><th>fail</th><th>skip</th><th>what names them</th></tr>",
+        count(hosts.len(), "rank", "ranks"),
+        count(groups.len(), "row", "rows")
+    );
+    let shown_groups = groups.len().min(MAX_ROWS);
+    for ((status, counts, what), names) in &groups[..shown_groups] {
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
-            esc(if label.is_empty() { &name } else { &label }),
-            h["rank"].as_u64().unwrap_or(i as u64),
-            badge(&plain(&h["status"])),
-            n("ok"),
-            n("warn"),
-            n("fail"),
-            n("skip"),
-            esc(&notes.join("; "))
+            badge(status),
+            names.len(),
+            name_list(names),
+            esc(&counts[0]),
+            esc(&counts[1]),
+            esc(&counts[2]),
+            esc(&counts[3]),
+            esc(what)
+        );
+    }
+    if groups.len() > shown_groups {
+        let left: usize = groups[shown_groups..].iter().map(|g| g.1.len()).sum();
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"8\">{} more rows ({}): cluster.json has every host</td></tr>",
+            groups.len() - shown_groups,
+            count(left, "rank", "ranks")
         );
     }
     s.push_str("</table>");
@@ -385,10 +663,28 @@ fn verdicts(doc: &Value) -> String {
         s.push_str("<p>No verdict against any host, NIC or link.</p>");
         return s;
     }
-    s.push_str(
-        "<table><tr><th>kind</th><th>hosts</th><th>NIC</th><th>why</th><th>numbers</th><th>retested</th></tr>",
+    let list = ranked_verdicts(doc);
+    let by_kind: Vec<String> = kinds(&list)
+        .iter()
+        .map(|(k, c)| format!("{c} {}", esc(k)))
+        .collect();
+    let _ = write!(
+        s,
+        "<p>{} ({}), the confirmed ones first.</p>",
+        count(list.len(), "verdict", "verdicts"),
+        by_kind.join(", ")
     );
-    for v in list {
+    let head = "<table><tr><th>kind</th><th>hosts</th><th>NIC</th><th>why</th><th>numbers</th><th>retested</th></tr>";
+    s.push_str(head);
+    const FIRST: usize = 20;
+    for (k, v) in list.iter().take(MAX_ROWS).enumerate() {
+        if k == FIRST {
+            let _ = write!(
+                s,
+                "</table><details><summary>{} more</summary>{head}",
+                list.len() - FIRST
+            );
+        }
         let hosts: Vec<String> = items(&v["hosts"]).iter().map(plain).collect();
         let numbers: Vec<String> = v["numbers"]
             .as_object()
@@ -416,7 +712,17 @@ fn verdicts(doc: &Value) -> String {
             }
         );
     }
+    if list.len() > MAX_ROWS {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"6\">and {} more: cluster.json has them all</td></tr>",
+            list.len() - MAX_ROWS
+        );
+    }
     s.push_str("</table>");
+    if list.len() > FIRST {
+        s.push_str("</details>");
+    }
     s
 }
 
@@ -445,7 +751,7 @@ fn problems(doc: &Value) -> String {
             "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
             badge(&plain(&p["status"])),
             esc(&plain(&p["id"])),
-            esc(&hosts.join(", ")),
+            name_list(&hosts),
             esc(&plain(&p["found"])),
             esc(&plain(&p["fix"]))
         );
@@ -528,7 +834,7 @@ fn pairs(doc: &Value) -> String {
     let mut s = format!(
         "<h2 id=\"pairs\">NIC pairs {}</h2><p>erdma-perf <code>{}</code> between every two ranks, \
          both directions; each cell is the client's (row) bandwidth to the server (column) in {}, \
-         coloured by its ratio to {}.{} Hover a cell for its numbers.</p>",
+         coloured by its ratio to {}.{} {}</p>",
         badge(&plain(&p["status"])),
         esc(&plain(&p["test"])),
         esc(p["unit"].as_str().unwrap_or("Gb/s")),
@@ -541,6 +847,11 @@ fn pairs(doc: &Value) -> String {
             " Every byte received was checked."
         } else {
             ""
+        },
+        if names.len() > image::IMAGE_ABOVE {
+            "Above a few hundred hosts the matrix is an image; cluster.json has every cell's number."
+        } else {
+            "Hover a cell for its numbers."
         }
     );
     let base = baseline_ratios(doc);
@@ -563,20 +874,58 @@ fn pairs(doc: &Value) -> String {
         );
     }
     let failed = failed_pairs(doc);
+    let marks = suspects(doc, &names);
     for r in rails {
-        s.push_str(&rail_heatmap(&r, &names, &base, &failed, &unmeasured));
+        s.push_str(&rail_heatmap(
+            &r,
+            &names,
+            &base,
+            &failed,
+            &unmeasured,
+            &marks,
+        ));
     }
     s.push_str(&pair_failures(doc, &names));
     s
 }
 
+/// Cells (client, server), sorted: a set that costs 8 bytes a cell (a
+/// budgeted job at 10,000 hosts leaves most of 10^8 cells unmeasured).
+#[derive(Debug, Default)]
+struct CellSet(Vec<(u32, u32)>);
+
+impl CellSet {
+    fn contains(&self, c: &(usize, usize)) -> bool {
+        match (u32::try_from(c.0), u32::try_from(c.1)) {
+            (Ok(a), Ok(b)) => self.0.binary_search(&(a, b)).is_ok(),
+            _ => false,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The cells the schedule left out (`pairs.not_measured`, `[client,
 /// server]` each); malformed entries are skipped.
-fn not_measured(p: &Value) -> std::collections::HashSet<(usize, usize)> {
-    items(&p["not_measured"])
+fn not_measured(p: &Value) -> CellSet {
+    let mut v: Vec<(u32, u32)> = items(&p["not_measured"])
         .iter()
-        .filter_map(|c| Some((c[0].as_u64()? as usize, c[1].as_u64()? as usize)))
-        .collect()
+        .filter_map(|c| {
+            Some((
+                u32::try_from(c[0].as_u64()?).ok()?,
+                u32::try_from(c[1].as_u64()?).ok()?,
+            ))
+        })
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    CellSet(v)
 }
 
 /// Ratio to the baseline for (client, server) of rail 0, by file label.
@@ -597,7 +946,8 @@ fn rail_heatmap(
     names: &[String],
     base: &std::collections::HashMap<(usize, usize), f64>,
     failed: &[FailedPair],
-    unmeasured: &std::collections::HashSet<(usize, usize)>,
+    unmeasured: &CellSet,
+    marks: &[bool],
 ) -> String {
     let n = items(r.gbps).len();
     let mut title = match r.rail {
@@ -615,12 +965,28 @@ fn rail_heatmap(
         s.push_str("<p>One rank: no pair to measure.</p>");
         return s;
     }
-    let values: Vec<f64> = (0..n)
-        .flat_map(|i| (0..n).filter(move |&j| j != i).map(move |j| (i, j)))
-        .filter_map(|(i, j)| at(r.gbps, i, j))
-        .collect();
-    let med = median(values);
+    let med = image::median_of(&|sink: &mut dyn FnMut(f64)| {
+        for (i, row) in items(r.gbps).iter().enumerate() {
+            for (j, g) in items(row).iter().enumerate() {
+                if let (true, Some(g)) = (i != j, g.as_f64()) {
+                    sink(g);
+                }
+            }
+        }
+    });
     let use_base = !base.is_empty() && r.rail.unwrap_or(0) == 0;
+    if n > image::IMAGE_ABOVE {
+        s.push_str(&rail_image(
+            r,
+            n,
+            names,
+            med,
+            use_base.then_some(base),
+            unmeasured,
+            marks,
+        ));
+        return s;
+    }
     let cells: Vec<Vec<Cell>> = (0..n)
         .map(|i| {
             (0..n)
@@ -681,6 +1047,200 @@ fn rail_heatmap(
         let _ = write!(
             s,
             "<p class=\"meta\">slowest: {} &#8594; {}, {} Gb/s</p>",
+            esc(&label(names, i)),
+            esc(&label(names, j)),
+            svg::gbps_text(g)
+        );
+    }
+    s
+}
+
+/// Whether each rank is a suspect: named by a verdict or by the retest's
+/// suspects.
+fn suspects(doc: &Value, names: &[String]) -> Vec<bool> {
+    let index: std::collections::HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .chain(
+            items(&doc["hosts"])
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| Some((h["host"].as_str()?, i))),
+        )
+        .collect();
+    let mut marked = vec![false; names.len()];
+    let mut mark = |i: usize| {
+        if let Some(m) = marked.get_mut(i) {
+            *m = true;
+        }
+    };
+    // Every host a verdict names, while they are few; else those a host or
+    // NIC verdict names and those several verdicts name (one slow host
+    // makes a link verdict with each partner: its partners are not marked).
+    let list: Vec<&Value> = items(&doc["verdicts"]).iter().collect();
+    let named = most_named(&list);
+    let few = named.len() <= 20;
+    let own: std::collections::HashSet<&str> = list
+        .iter()
+        .filter(|v| matches!(v["kind"].as_str(), Some("host" | "nic")))
+        .flat_map(|v| items(&v["hosts"]).iter().filter_map(Value::as_str))
+        .collect();
+    for (h, c) in &named {
+        let own = own.contains(h.as_str());
+        if let (true, Some(&i)) = (few || own || *c > 1, index.get(h.as_str())) {
+            mark(i);
+        }
+    }
+    for sp in items(&doc["retest"]["suspects"]) {
+        for h in items(&sp["hosts"]).iter().filter_map(Value::as_u64) {
+            mark(h as usize);
+        }
+    }
+    marked
+}
+
+/// Each rank's send (its row's) and receive (its column's) median Gb/s.
+fn host_medians(m: &Value, n: usize) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let mut buf: Vec<f64> = Vec::with_capacity(n);
+    let mid = |buf: &mut Vec<f64>| {
+        let k = buf.len();
+        if k == 0 {
+            return None;
+        }
+        let (left, &mut hi, _) = buf.select_nth_unstable_by(k / 2, f64::total_cmp);
+        Some(if k % 2 == 1 {
+            hi
+        } else {
+            (left.iter().copied().fold(f64::NEG_INFINITY, f64::max) + hi) / 2.0
+        })
+    };
+    let mut send = Vec::with_capacity(n);
+    for i in 0..n {
+        buf.clear();
+        buf.extend(
+            (0..n)
+                .filter(|&j| j != i)
+                .filter_map(|j| at(m, i, j))
+                .filter(|g| g.is_finite()),
+        );
+        send.push(mid(&mut buf));
+    }
+    // The columns a tile at a time: each row is read in runs of TILE
+    // cells, not one cell per row per column (a cache miss each: 10 s at
+    // 10,000 hosts).
+    const TILE: usize = 64;
+    let mut recv = Vec::with_capacity(n);
+    let mut cols: Vec<Vec<f64>> = (0..TILE).map(|_| Vec::with_capacity(n)).collect();
+    for c0 in (0..n).step_by(TILE) {
+        let c1 = (c0 + TILE).min(n);
+        cols.iter_mut().for_each(Vec::clear);
+        for (j, row) in items(m).iter().enumerate().take(n) {
+            let row = items(row);
+            for i in c0..c1.min(row.len()) {
+                match row[i].as_f64() {
+                    Some(g) if i != j && g.is_finite() => cols[i - c0].push(g),
+                    _ => {}
+                }
+            }
+        }
+        for col in cols.iter_mut().take(c1 - c0) {
+            recv.push(mid(col));
+        }
+    }
+    (send, recv)
+}
+
+/// A large rail's heatmap as an image, with its suspects marked and the
+/// hosts' medians beside it, then the hosts with the lowest medians.
+fn rail_image(
+    r: &Rail,
+    n: usize,
+    names: &[String],
+    med: Option<f64>,
+    base: Option<&std::collections::HashMap<(usize, usize), f64>>,
+    unmeasured: &CellSet,
+    marks: &[bool],
+) -> String {
+    let reference = med.filter(|m| *m > 0.0);
+    let cell = |i: usize, j: usize| {
+        if i == j {
+            return image::Px::Diagonal;
+        }
+        match at(r.gbps, i, j) {
+            None if unmeasured.contains(&(i, j)) => image::Px::NotMeasured,
+            None => image::Px::Failed,
+            Some(g) => {
+                let ratio = match base {
+                    Some(b) => b.get(&(i, j)).copied(),
+                    None => reference.map(|m| g / m),
+                };
+                ratio.map_or(image::Px::NoReference, image::Px::Ratio)
+            }
+        }
+    };
+    let (send, recv) = host_medians(r.gbps, n);
+    let ratio = |v: &[Option<f64>]| -> Vec<Option<f64>> {
+        v.iter().map(|g| Some((*g)? / reference?)).collect()
+    };
+    let (send_r, recv_r) = (ratio(&send), ratio(&recv));
+    let picture = image::Picture {
+        n,
+        cell: &cell,
+        marked: marks,
+        send: &send_r,
+        recv: &recv_r,
+    };
+    let mut s = String::from("<div>");
+    s.push_str(&image::img(
+        &picture,
+        "the pair heatmap: rows are clients, columns servers, coloured by the ratio to the reference",
+    ));
+    s.push_str("</div>");
+    let reference_words = if base.is_some() {
+        "the baseline (same pair)".to_owned()
+    } else {
+        med.map_or("the median (none)".to_owned(), |m| {
+            format!("the median, {} Gb/s", svg::gbps_text(m))
+        })
+    };
+    s.push_str(&svg::legend(&reference_words));
+    let marked: Vec<String> = (0..n)
+        .filter(|&i| marks.get(i) == Some(&true))
+        .map(|i| format!("{} (row and column {i})", label(names, i)))
+        .collect();
+    if !marked.is_empty() {
+        let _ = write!(s, "<p>Marked: {}</p>", name_list(&marked));
+    }
+    // The hosts whose send or receive median is lowest.
+    let mut low: Vec<(usize, f64)> = (0..n)
+        .filter_map(|i| {
+            let lo = send[i].into_iter().chain(recv[i]).reduce(f64::min)?;
+            Some((i, lo))
+        })
+        .collect();
+    low.sort_by(|a, b| a.1.total_cmp(&b.1));
+    if !low.is_empty() {
+        s.push_str(
+            "<table><tr><th>host (lowest medians)</th><th>send median Gb/s</th>\
+             <th>receive median Gb/s</th></tr>",
+        );
+        let num = |g: Option<f64>| g.map_or("-".to_owned(), svg::gbps_text);
+        for (i, _) in low.iter().take(10) {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                esc(&label(names, *i)),
+                num(send[*i]),
+                num(recv[*i])
+            );
+        }
+        s.push_str("</table>");
+    }
+    if let Some((i, j, g)) = extreme(r.gbps, n) {
+        let _ = write!(
+            s,
+            "<p class=\"meta\">slowest: {} &#8594; {}, {} Gb/s; every cell's number is in cluster.json</p>",
             esc(&label(names, i)),
             esc(&label(names, j)),
             svg::gbps_text(g)
@@ -812,7 +1372,8 @@ fn pair_failures(doc: &Value, names: &[String]) -> String {
         "<h3>Failed pair directions</h3><table><tr><th>rail</th><th>client &#8594; server</th>\
          <th>what failed</th><th>rerun only this pair</th></tr>",
     );
-    for f in failed {
+    let total = failed.len();
+    for f in failed.into_iter().take(MAX_ROWS) {
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{} &#8594; {}</td><td>{}</td><td><pre>{}</pre></td></tr>",
@@ -823,8 +1384,42 @@ fn pair_failures(doc: &Value, names: &[String]) -> String {
             esc(&f.rerun)
         );
     }
+    if total > MAX_ROWS {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"4\">and {} more failed directions: cluster.json has them all (<code>pairs.runs</code>)</td></tr>",
+            total - MAX_ROWS
+        );
+    }
     s.push_str("</table>");
     s
+}
+
+/// The rows a long table shows: all of them up to [`MAX_ROWS`]; beyond, the
+/// rows whose `key` is not "ok" first, up to [`MAX_ROWS`]. Also the line
+/// (HTML) that says what was left out, if anything.
+fn shown_rows<'a>(rows: &'a [Value], key: &str, cols: usize) -> (Vec<&'a Value>, String) {
+    if rows.len() <= MAX_ROWS {
+        return (rows.iter().collect(), String::new());
+    }
+    let mut list: Vec<&Value> = rows.iter().collect();
+    list.sort_by_key(|r| r[key] == "ok");
+    list.truncate(MAX_ROWS);
+    let mut by: Vec<(String, usize)> = Vec::new();
+    for r in rows {
+        let k = plain(&r[key]);
+        match by.iter_mut().find(|(x, _)| *x == k) {
+            Some(e) => e.1 += 1,
+            None => by.push((k, 1)),
+        }
+    }
+    let counts: Vec<String> = by.iter().map(|(k, c)| format!("{c} {}", esc(k))).collect();
+    let note = format!(
+        "<tr><td colspan=\"{cols}\">{} rows ({}): the first {MAX_ROWS} shown, those not ok first; cluster.json has them all</td></tr>",
+        rows.len(),
+        counts.join(", ")
+    );
+    (list, note)
 }
 
 /// The pair matrix against the baseline, row by row.
@@ -842,7 +1437,8 @@ fn baseline(doc: &Value) -> String {
         esc(&plain(&b["fail_below"]))
     );
     let num = |v: &Value| v.as_f64().map_or("-".to_owned(), svg::trim_num);
-    for r in items(&b["rows"]) {
+    let (rows, left_out) = shown_rows(items(&b["rows"]), "status", 6);
+    for r in rows {
         let _ = write!(
             s,
             "<tr><td>{}</td><td>{} &#8594; {}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -858,6 +1454,7 @@ fn baseline(doc: &Value) -> String {
             esc(&plain(&r["note"]))
         );
     }
+    s.push_str(&left_out);
     s.push_str("</table>");
     s
 }
@@ -895,7 +1492,29 @@ fn nccl(doc: &Value) -> String {
     let mut series = Vec::new();
     let mut expected = Vec::new();
     let mut legend = String::new();
-    for (k, st) in stages.iter().enumerate() {
+    // A curve per stage while they are few; else the stages across hosts
+    // and the slowest per-host ones (at their largest size).
+    let charted: Vec<&Value> = if stages.len() <= 12 {
+        stages.iter().collect()
+    } else {
+        let last = |st: &Value| curve(&st["rows"]).last().map_or(f64::NEG_INFINITY, |p| p.1);
+        let mut host: Vec<&Value> = stages.iter().filter(|st| st["scope"] == "host").collect();
+        host.sort_by(|a, b| last(a).total_cmp(&last(b)));
+        let mut c: Vec<&Value> = stages
+            .iter()
+            .filter(|st| st["scope"] != "host")
+            .take(6)
+            .collect();
+        c.extend(host.into_iter().take(12 - c.len()));
+        let _ = write!(
+            s,
+            "<p class=\"meta\">{} stages: the chart shows the stages across hosts and the slowest per-host ones, {} curves.</p>",
+            stages.len(),
+            c.len()
+        );
+        c
+    };
+    for (k, st) in charted.into_iter().enumerate() {
         let colour = svg::PALETTE[k % svg::PALETTE.len()];
         let name = plain(&st["name"]);
         let _ = write!(
@@ -951,7 +1570,34 @@ fn stage_table(doc: &Value, stages: &[Value]) -> String {
          <th>busbw at the largest size</th><th>expected</th><th>baseline</th><th>wrong</th>\
          <th>JSON</th><th>error / rerun</th></tr>",
     );
-    for st in stages {
+    // Many ok per-host stages are one row (names on demand).
+    let many = stages.len() > 12;
+    let folded: Vec<String> = if many {
+        stages
+            .iter()
+            .filter(|st| st["scope"] == "host" && st["status"] == "ok" && st["error"].is_null())
+            .map(|st| plain(&st["name"]))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !folded.is_empty() {
+        let _ = write!(
+            s,
+            "<tr><td>{} per-host stages</td><td>{}</td><td colspan=\"8\">{}</td></tr>",
+            folded.len(),
+            badge("ok"),
+            name_list(&folded)
+        );
+    }
+    let listed: Vec<&Value> = stages
+        .iter()
+        .filter(|st| {
+            !(many && st["scope"] == "host" && st["status"] == "ok" && st["error"].is_null())
+        })
+        .collect();
+    let total = listed.len();
+    for st in listed.into_iter().take(MAX_ROWS) {
         let last = |key: &str| {
             items(&st[key])
                 .iter()
@@ -1011,6 +1657,13 @@ fn stage_table(doc: &Value, stages: &[Value]) -> String {
             fix
         );
     }
+    if total > MAX_ROWS {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"10\">and {} more stages: cluster.json has them all</td></tr>",
+            total - MAX_ROWS
+        );
+    }
     s.push_str("</table>");
     s
 }
@@ -1063,7 +1716,8 @@ fn traffic(doc: &Value) -> String {
          <th>stage</th><th>tx</th><th>rx</th><th>expected</th><th>error counters</th><th>why</th></tr>",
         badge(&plain(&t["status"]))
     );
-    for r in items(&t["rows"]) {
+    let (rows, left_out) = shown_rows(items(&t["rows"]), "verdict", 9);
+    for r in rows {
         let errors: Vec<String> = r["errors"]
             .as_object()
             .into_iter()
@@ -1093,6 +1747,7 @@ fn traffic(doc: &Value) -> String {
             esc(&plain(&r["why"]))
         );
     }
+    s.push_str(&left_out);
     if items(&t["rows"]).is_empty() {
         s.push_str("<tr><td colspan=\"9\">no counters were read</td></tr>");
     }

@@ -38,6 +38,8 @@ fn outcome(doc: &Value, kind: &Value, hosts: &[String], nic: &Value) -> (&'stati
 struct FirstPass<'a> {
     gbps: &'a Value,
     runs: Vec<(usize, usize, f64)>,
+    /// The first run of each cell: its index in `runs`.
+    by_cell: std::collections::HashMap<(usize, usize), usize>,
 }
 
 impl FirstPass<'_> {
@@ -58,30 +60,41 @@ impl FirstPass<'_> {
                     g,
                 ))
             })
-            .collect();
-        FirstPass { gbps, runs }
+            .collect::<Vec<_>>();
+        let mut by_cell = std::collections::HashMap::new();
+        for (k, r) in runs.iter().enumerate() {
+            by_cell.entry((r.0, r.1)).or_insert(k);
+        }
+        FirstPass {
+            gbps,
+            runs,
+            by_cell,
+        }
     }
 
     /// The cell's number (its run's, scaled; else the matrix's).
     fn at(&self, c: usize, s: usize) -> Option<f64> {
-        self.runs
-            .iter()
-            .find(|r| r.0 == c && r.1 == s)
-            .map(|r| r.2)
+        self.by_cell
+            .get(&(c, s))
+            .map(|&k| self.runs[k].2)
             .or_else(|| super::at(self.gbps, c, s))
     }
 
     /// The median of the first pass (its runs, else its matrix).
     fn median(&self) -> Option<f64> {
-        let all: Vec<f64> = if self.runs.is_empty() {
-            items(self.gbps)
-                .iter()
-                .flat_map(|row| items(row).iter().filter_map(Value::as_f64))
-                .collect()
-        } else {
-            self.runs.iter().map(|r| r.2).collect()
-        };
-        median(all).filter(|m| *m > 0.0)
+        if self.runs.is_empty() {
+            // Without holding the n x n values.
+            return super::image::median_of(&|sink: &mut dyn FnMut(f64)| {
+                for row in items(self.gbps) {
+                    items(row)
+                        .iter()
+                        .filter_map(Value::as_f64)
+                        .for_each(&mut *sink);
+                }
+            })
+            .filter(|m| *m > 0.0);
+        }
+        median(self.runs.iter().map(|r| r.2).collect()).filter(|m| *m > 0.0)
     }
 }
 
@@ -143,7 +156,7 @@ fn suspect_table(doc: &Value, suspects: &[Value], names: &[String]) -> String {
         "<h3>Suspects of the first pass</h3><table><tr><th>kind</th><th>hosts</th><th>NIC</th>\
          <th>after the retest</th></tr>",
     );
-    for sp in suspects {
+    for sp in suspects.iter().take(super::MAX_ROWS) {
         let hosts: Vec<String> = items(&sp["hosts"])
             .iter()
             .filter_map(Value::as_u64)
@@ -173,7 +186,7 @@ fn round_table(rounds: &[Value], names: &[String]) -> String {
     let mut s = String::from(
         "<h3>Retest rounds</h3><table><tr><th>round</th><th>who met whom (both directions)</th></tr>",
     );
-    for (k, r) in rounds.iter().enumerate() {
+    for (k, r) in rounds.iter().enumerate().take(super::MAX_ROWS) {
         let met: Vec<String> = items(r)
             .iter()
             .filter_map(|p| Some((p[0].as_u64()? as usize, p[1].as_u64()? as usize)))
@@ -185,7 +198,17 @@ fn round_table(rounds: &[Value], names: &[String]) -> String {
                 )
             })
             .collect();
-        let _ = write!(s, "<tr><td>{}</td><td>{}</td></tr>", k + 1, met.join(", "));
+        let met = if met.len() > 6 {
+            format!(
+                "<details><summary>{} pairs: {}, &#8230;</summary>{}</details>",
+                met.len(),
+                met[..3].join(", "),
+                met.join(", ")
+            )
+        } else {
+            met.join(", ")
+        };
+        let _ = write!(s, "<tr><td>{}</td><td>{met}</td></tr>", k + 1);
     }
     s.push_str("</table>");
     s
@@ -205,15 +228,28 @@ fn run_table(doc: &Value, names: &[String]) -> String {
          median on that NIC, as the heatmap is.</p><table><tr><th>NIC</th>\
          <th>client &#8594; server</th><th>first pass</th><th>retest</th></tr>",
     );
-    for r in runs {
+    // Each rail's first pass and median once (a rail's matrix is n x n).
+    let mut firsts: Vec<(&Value, FirstPass, Option<f64>)> = Vec::new();
+    let unmeasured = super::not_measured(&doc["pairs"]);
+    let total = runs.len();
+    for r in runs.into_iter().take(super::MAX_ROWS) {
         let (Some(c), Some(sv)) = (r["client"].as_u64(), r["server"].as_u64()) else {
             continue;
         };
         let (c, sv) = (c as usize, sv as usize);
-        let first = FirstPass::of(doc, &r["rail"]);
-        let left_out = super::not_measured(&doc["pairs"]).contains(&(c, sv));
+        let k = match firsts.iter().position(|f| *f.0 == r["rail"]) {
+            Some(k) => k,
+            None => {
+                let first = FirstPass::of(doc, &r["rail"]);
+                let m = first.median();
+                firsts.push((&r["rail"], first, m));
+                firsts.len() - 1
+            }
+        };
+        let (_, first, reference) = &firsts[k];
+        let reference = *reference;
+        let left_out = unmeasured.contains(&(c, sv));
         let before = if left_out { "not measured" } else { "failed" };
-        let reference = first.median();
         let now = r["gbps"]
             .as_f64()
             .map(|g| g * r["share"].as_f64().unwrap_or(1.0).max(1.0));
@@ -231,6 +267,13 @@ fn run_table(doc: &Value, names: &[String]) -> String {
             esc(&label(names, sv)),
             coloured(first.at(c, sv), reference, before),
             coloured(now, reference, &failed)
+        );
+    }
+    if total > super::MAX_ROWS {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"4\">and {} more runs: cluster.json has them all (<code>retest.runs</code>)</td></tr>",
+            total - super::MAX_ROWS
         );
     }
     s.push_str("</table>");

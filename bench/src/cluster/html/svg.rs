@@ -49,7 +49,8 @@ pub const FAILED: &str = "#3d3d3d";
 pub const NOT_MEASURED: &str = "#ffffff";
 /// The fill of a cell without a reference to compare with.
 pub const NO_REFERENCE: &str = "#c9d3df";
-const DIAGONAL: &str = "#f2f2f2";
+/// The fill of a diagonal cell (a rank with itself).
+pub const DIAGONAL: &str = "#f2f2f2";
 
 /// The colour of a ratio, as `#rrggbb`.
 pub fn ratio_colour(r: f64) -> String {

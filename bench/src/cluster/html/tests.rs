@@ -149,10 +149,16 @@ fn check_page(html: &str) {
     for n in d.descendants().filter(|n| n.is_element()) {
         let tag = n.tag_name().name();
         assert!(
-            !matches!(tag, "script" | "iframe" | "img" | "link" | "object"),
+            !matches!(tag, "script" | "iframe" | "link" | "object"),
             "<{tag}> in the page"
         );
-        assert!(n.attribute("src").is_none(), "src= on <{tag}>");
+        // Images only embedded (the large heatmap), nothing fetched.
+        if let Some(src) = n.attribute("src") {
+            assert!(
+                tag == "img" && src.starts_with("data:image/png;base64,"),
+                "src= on <{tag}>"
+            );
+        }
         assert!(
             n.attributes().all(|a| !a.name().starts_with("on")),
             "event handler on <{tag}>"
@@ -382,8 +388,13 @@ fn traffic_and_verdicts_are_shown_with_their_why() {
     assert!(html.contains("NCCL_IB_DISABLE=1: NCCL used sockets"));
     assert!(html.contains("payload corrupted on erdma_0"));
     assert!(html.contains("schedule estimate 95.5 s"));
-    // Problems once each, with their fix.
-    assert_eq!(html.matches("check the NIC&#39;s link").count(), 1);
+    // Problems once each in their table, with their fix (the banner's
+    // "what to do" names the fix of the first few as well).
+    let problems = &html[html.find("id=\"problems\"").unwrap()..];
+    assert_eq!(problems.matches("check the NIC&#39;s link").count(), 1);
+    let banner = &html[..html.find("id=\"hosts\"").unwrap()];
+    assert!(banner.contains("What to do"), "{banner}");
+    assert!(banner.contains("check the NIC&#39;s link"), "{banner}");
 }
 
 #[test]
@@ -586,4 +597,266 @@ fn a_retest_of_the_wrong_shape_is_shown_as_missing() {
     check_page(&html);
     assert!(html.contains("id=\"retest\""));
     assert!(html.contains("0 suspect(s)"), "{html}");
+}
+
+/// The median by sorting, as the small heatmap computes it.
+fn sorted_median(v: &[f64]) -> Option<f64> {
+    median(v.to_vec())
+}
+
+#[test]
+fn the_histogram_median_is_the_sorted_one() {
+    let mut x: u64 = 7;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for len in [1usize, 2, 3, 10, 101, 1000, 4096] {
+        let v: Vec<f64> = (0..len).map(|_| 80.0 + 40.0 * next()).collect();
+        let got =
+            image::median_of(&|sink: &mut dyn FnMut(f64)| v.iter().copied().for_each(&mut *sink));
+        assert_eq!(got, sorted_median(&v), "{len} values");
+    }
+    // Ties, a constant, non-finite values skipped, nothing.
+    let v = [5.0, 5.0, 5.0, 1.0, f64::NAN, f64::INFINITY];
+    let got = image::median_of(&|sink: &mut dyn FnMut(f64)| v.iter().copied().for_each(&mut *sink));
+    assert_eq!(got, Some(5.0));
+    let got = image::median_of(&|sink: &mut dyn FnMut(f64)| {
+        [3.0; 4].iter().copied().for_each(&mut *sink)
+    });
+    assert_eq!(got, Some(3.0));
+    assert_eq!(image::median_of(&|_: &mut dyn FnMut(f64)| {}), None);
+}
+
+#[test]
+fn base64_is_rfc4648() {
+    for (raw, want) in [
+        ("", ""),
+        ("f", "Zg=="),
+        ("fo", "Zm8="),
+        ("foo", "Zm9v"),
+        ("foobar", "Zm9vYmFy"),
+    ] {
+        assert_eq!(image::base64(raw.as_bytes()), want);
+    }
+    assert_eq!(image::base64(&[0xff, 0xfe, 0x00]), "//4A");
+}
+
+#[test]
+fn the_image_is_at_most_a_thousand_pixels_a_side() {
+    use image::Layout;
+    assert_eq!(
+        Layout::of(301),
+        Layout {
+            block: 1,
+            scale: 3,
+            blocks: 301
+        }
+    );
+    assert_eq!(
+        Layout::of(1000),
+        Layout {
+            block: 1,
+            scale: 1,
+            blocks: 1000
+        }
+    );
+    assert_eq!(
+        Layout::of(1001),
+        Layout {
+            block: 2,
+            scale: 1,
+            blocks: 501
+        }
+    );
+    let l = Layout::of(10_000);
+    assert_eq!((l.block, l.blocks, l.side()), (10, 1000, 1000));
+}
+
+/// Decodes a PNG of the heatmap: (width, palette RGB of each pixel).
+fn decode_png(bytes: &[u8]) -> (usize, Vec<[u8; 3]>) {
+    let mut dec = png::Decoder::new(bytes);
+    dec.set_transformations(png::Transformations::EXPAND);
+    let mut reader = dec.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    assert_eq!(info.color_type, png::ColorType::Rgb);
+    let px = buf[..info.buffer_size()]
+        .chunks_exact(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width as usize, px)
+}
+
+fn rgb(hex: &str) -> [u8; 3] {
+    let c = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
+    [c(1), c(3), c(5)]
+}
+
+#[test]
+fn a_block_of_cells_shows_its_worst_and_the_suspects_are_marked() {
+    // 2500 hosts: blocks of 3 x 3 cells a pixel. One failed cell and one
+    // cell at half the rate must both show; host 1234 is marked.
+    let n = 2500;
+    let cell = |i: usize, j: usize| match (i, j) {
+        _ if i == j => image::Px::Diagonal,
+        (100, 2000) => image::Px::Failed,
+        (1500, 7) => image::Px::Ratio(0.5),
+        _ => image::Px::Ratio(1.0),
+    };
+    let mut marked = vec![false; n];
+    marked[1234] = true;
+    let send: Vec<Option<f64>> = (0..n)
+        .map(|i| Some(if i == 42 { 0.5 } else { 1.0 }))
+        .collect();
+    let recv = vec![None; n];
+    let p = image::Picture {
+        n,
+        cell: &cell,
+        marked: &marked,
+        send: &send,
+        recv: &recv,
+    };
+    let (l, bytes) = image::png(&p).unwrap();
+    assert_eq!((l.block, l.blocks), (3, 834));
+    let (w, px) = decode_png(&bytes);
+    let (iw, ih) = l.size();
+    assert_eq!((w, px.len()), (iw, iw * ih));
+    let at = |x: usize, y: usize| px[y * w + x];
+    let cell_px = |i: usize, j: usize| at(8 + j / 3, 8 + i / 3);
+    assert_eq!(cell_px(100, 2000), rgb(svg::FAILED));
+    assert_eq!(cell_px(1500, 7), rgb(&svg::ratio_colour(0.5)));
+    assert_eq!(cell_px(1500, 10), rgb(&svg::ratio_colour(1.0)));
+    // A block on the diagonal shows its measured cells, not the diagonal.
+    assert_eq!(cell_px(0, 0), rgb(&svg::ratio_colour(1.0)));
+    assert_eq!(cell_px(4, 4), rgb(&svg::ratio_colour(1.0)));
+    // Marks: left of row 1234's pixel row, above its column; none at 10.
+    let mark = rgb(image::MARK_COLOUR);
+    assert_eq!(at(0, 8 + 1234 / 3), mark);
+    assert_eq!(at(8 + 1234 / 3, 0), mark);
+    assert_ne!(at(0, 8 + 10 / 3), mark);
+    // The send strip: host 42 at half, the receive strip empty (white).
+    let sx = 8 + l.side() + 6;
+    assert_eq!(at(sx + 2, 8 + 42 / 3), rgb(&svg::ratio_colour(0.5)));
+    assert_eq!(at(sx + 2, 8 + 50 / 3), rgb(&svg::ratio_colour(1.0)));
+    assert_eq!(at(sx + 12 + 2, 8 + 42 / 3), rgb("#ffffff"));
+}
+
+#[test]
+fn many_stages_and_rows_are_summarised() {
+    let mut d = full();
+    // 40 hosts' NCCL stages, one of them slow, and the cluster's.
+    let mut stages: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"name": format!("host n{i}"), "scope": "host", "hosts": [format!("n{i}")],
+                   "collective": "all_reduce", "status": "ok", "error": null,
+                   "rows": rows(if i == 17 { 0.5 } else { 2.0 }),
+                   "expected_busbw": null, "expected_why": "", "baseline_rows": null})
+        })
+        .collect();
+    stages[17]["status"] = json!("fail");
+    stages.push(d["nccl"]["stages"][2].clone());
+    d["nccl"]["stages"] = json!(stages);
+    // 500 baseline rows, 3 under the baseline; 400 traffic rows, one failed.
+    let brow = |k: usize, status: &str| {
+        json!({"status": status, "client": format!("n{k}"), "server": "n0", "gbps": 90.0,
+               "baseline_gbps": 90.0, "ratio": if status == "ok" {1.0} else {0.5}, "note": ""})
+    };
+    d["baseline"]["rows"] = json!(
+        (0..500)
+            .map(|k| brow(k, if k % 200 == 7 { "fail" } else { "ok" }))
+            .collect::<Vec<_>>()
+    );
+    let trow = |k: usize, verdict: &str| {
+        json!({"host": format!("n{k}"), "nic": "erdma_0", "stage": "cluster",
+               "tx_bytes": 1, "rx_bytes": 1, "expected_bytes": 1, "errors": {},
+               "verdict": verdict, "why": format!("WHY-{k}")})
+    };
+    d["traffic"]["rows"] = json!(
+        (0..400)
+            .map(|k| trow(k, if k == 399 { "fail" } else { "ok" }))
+            .collect::<Vec<_>>()
+    );
+    let html = render(&d);
+    check_page(&html);
+    let doc = parse(&html);
+    // The cluster's stage and the slowest hosts: at most 12 curves, n17 in.
+    let curves = count(&doc, "polyline", "curve");
+    assert!(curves <= 12 && curves > 2, "{curves} curves");
+    assert!(
+        html.contains("<title>host n17</title>"),
+        "the slow host's curve"
+    );
+    assert!(html.contains("39 per-host stages"), "ok host stages folded");
+    // Baseline: the three failing rows, then a line of counts.
+    assert_eq!(html.matches("n7 &#8594; n0").count(), 1);
+    assert!(html.contains("n407 &#8594; n0"));
+    assert!(html.contains("500 rows (497 ok, 3 fail)"), "{html}");
+    // Traffic: the failed row (the last) is among those shown.
+    assert!(html.contains("WHY-399"));
+    assert!(html.contains("400 rows (399 ok, 1 fail)"));
+    assert!(
+        !html.contains("WHY-398"),
+        "ok rows past the first 199 are left out"
+    );
+}
+
+#[test]
+fn host_medians_are_each_rows_and_columns() {
+    // 130 hosts: three tiles of columns; row i, column j holds i * 1000 + j
+    // (null on the diagonal and at (5, 6)).
+    let n = 130;
+    let m: Value = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| {
+                    if i == j || (i, j) == (5, 6) {
+                        Value::Null
+                    } else {
+                        json!((i * 1000 + j) as f64)
+                    }
+                })
+                .collect::<Value>()
+        })
+        .collect();
+    let (send, recv) = host_medians(&m, n);
+    let naive =
+        |f: &dyn Fn(usize) -> Option<f64>| sorted_median(&(0..n).filter_map(f).collect::<Vec<_>>());
+    for i in 0..n {
+        let row = naive(&|j| at(&m, i, j));
+        let col = naive(&|j| at(&m, j, i));
+        assert_eq!(send[i], row, "row {i}");
+        assert_eq!(recv[i], col, "column {i}");
+    }
+    assert_eq!(recv[0], Some(65000.0));
+    assert_eq!(send[129], Some(129_000.0 + 64.0));
+}
+
+#[test]
+fn the_marked_suspects_are_the_hosts_that_stand_out() {
+    let names: Vec<String> = (0..60).map(|i| format!("n{i}")).collect();
+    let link =
+        |a: usize, b: usize| json!({"kind": "link", "hosts": [format!("n{a}"), format!("n{b}")]});
+    let mut verdicts: Vec<Value> = (1..31).map(|j| link(0, j)).collect();
+    verdicts.push(json!({"kind": "host", "hosts": ["n40"]}));
+    verdicts.push(link(50, 51));
+    let mut d = json!({"hosts": names.iter().map(|n| json!({"host": n})).collect::<Vec<_>>(),
+                       "verdicts": verdicts});
+    let on = |d: &Value| -> Vec<usize> {
+        suspects(d, &names)
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let marked = on(&d);
+    // n0 (in 30 verdicts) and n40 (a host verdict); not the partners.
+    assert_eq!(marked, [0, 40]);
+    // Few hosts named: every one; and the retest's suspects.
+    d["verdicts"] = json!([link(50, 51)]);
+    d["retest"] = json!({"suspects": [{"kind": "nic", "hosts": [7]}]});
+    assert_eq!(on(&d), [7, 50, 51]);
 }
