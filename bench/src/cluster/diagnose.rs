@@ -263,6 +263,30 @@ impl View {
         self.effect(h, sends).is_some_and(|(e, line)| e < -line)
     }
 
+    /// What this NIC's run could see, in one line: the noise the fit
+    /// measured and the smallest slowdown of a host, a link and one
+    /// direction that it names (for a host with a whole row and column,
+    /// a pair with both cells measured). None without a fit.
+    fn sensitivity(&self, nic: usize) -> Option<String> {
+        let f = self.fit.as_ref()?;
+        let cells = f.send_cells.iter().copied().max().unwrap_or(0);
+        let host = (self.k_hosts * f.effect_se(cells)).max(-(1.0 - MIN_HOST_EFFECT).ln());
+        let floor = -(1.0 - MIN_PATH_EFFECT).ln();
+        let sigma = f.sigma * (1.0 + 2.0 * 1.2533 * 1.2533 / cells.max(1) as f64).sqrt();
+        let link = (self.k_pairs * sigma / std::f64::consts::SQRT_2).max(floor);
+        let direction = (self.k_cells * sigma).max(floor);
+        let pct = |x: f64| 100.0 * -(-x).exp_m1();
+        Some(format!(
+            "NIC {nic}: noise {:.1}% per run ({} hosts); this run names a host or NIC {:.1}% slow \
+             or more, a link {:.1}%, one direction {:.1}% (smaller faults pass unseen)",
+            100.0 * f.sigma,
+            f.n,
+            pct(host),
+            pct(link),
+            pct(direction)
+        ))
+    }
+
     /// Whether the cell's residual (what the hosts' effects do not explain)
     /// is low on its own.
     fn residual_low(&self, c: usize, s: usize) -> bool {
@@ -645,6 +669,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
                 100.0 * drift
             ));
         }
+        d.notes.extend(v.sensitivity(i));
         views.push((i, v));
     }
     let view_of = |r: usize| views.iter().find(|(i, _)| *i == r).map(|(_, v)| v);
