@@ -26,6 +26,7 @@ pub mod baseline;
 pub mod diagnose;
 pub mod drain;
 pub mod html;
+pub mod job;
 pub mod judge;
 pub mod live;
 pub mod nccl;
@@ -493,21 +494,40 @@ pub fn worst(reports: &[HostReport], across: &[Problem]) -> Status {
         .unwrap_or(Status::Ok)
 }
 
-/// The worst of the checks, the differences, the pair runs and the baseline.
-pub fn overall(reports: &[HostReport], across: &[Problem], stages: &Stages) -> Status {
-    let w = worst(reports, across);
-    let w = w.max(judge::status(reports, stages));
-    stages.status().map_or(w, |s| w.max(s))
+/// The job judged once: the verdicts, the worst status and the exit
+/// status that every renderer (text, JSON, report.html, `--drain`) reads,
+/// so that none of them judges again.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    /// The pair and NCCL verdicts ([`judge::judge`]); none when neither
+    /// stage ran.
+    pub judged: Option<judge::Judged>,
+    /// The worst of the checks, the differences, the stages and the verdicts.
+    pub status: Status,
+    /// The job's exit status: [`EXIT_LOST`] once a rank was lost (the
+    /// others went on, so the report is there but not of the whole
+    /// cluster), else the worst status's.
+    pub exit: i32,
 }
 
-/// The job's exit status: [`EXIT_LOST`] once a rank was lost (the others
-/// went on, so the report is there but not of the whole cluster), else
-/// the worst status's.
-pub fn exit_code(reports: &[HostReport], across: &[Problem], stages: &Stages) -> i32 {
-    if stages.lost.is_empty() {
-        overall(reports, across, stages).exit_code()
-    } else {
-        EXIT_LOST
+impl Judgement {
+    /// Judges the job once: the checks of `reports`, the differences
+    /// `across` and the `stages`.
+    pub fn of(reports: &[HostReport], across: &[Problem], stages: &Stages) -> Judgement {
+        let judged = judge::judge(reports, stages);
+        let verdicts = judged.as_ref().map_or(Status::Ok, judge::Judged::status);
+        let w = worst(reports, across).max(verdicts);
+        let status = stages.status().map_or(w, |s| w.max(s));
+        let exit = if stages.lost.is_empty() {
+            status.exit_code()
+        } else {
+            EXIT_LOST
+        };
+        Judgement {
+            judged,
+            status,
+            exit,
+        }
     }
 }
 
@@ -518,6 +538,7 @@ pub fn render_text(
     problems: &[Problem],
     across: &[Problem],
     stages: &Stages,
+    judgement: &Judgement,
 ) -> String {
     let names: Vec<String> = reports.iter().map(HostReport::label).collect();
     let hosts = ranks_by_host(reports).len();
@@ -573,8 +594,7 @@ pub fn render_text(
     if let Some(t) = stages.traffic {
         s.push_str(&t.render_text());
     }
-    s.push_str(&judge::render_text(reports, stages));
-    let worst = overall(reports, across, stages);
+    s.push_str(&judge::render_text(reports, stages, judgement.judged.as_ref()));
     let lost = match stages.lost.len() {
         0 => String::new(),
         1 => ", a rank lost".into(),
@@ -582,8 +602,8 @@ pub fn render_text(
     };
     s.push_str(&format!(
         "# result: {}{lost} (exit {})\n",
-        worst.as_str(),
-        exit_code(reports, across, stages)
+        judgement.status.as_str(),
+        judgement.exit
     ));
     s
 }
@@ -625,14 +645,11 @@ pub fn render_json(
     problems: &[Problem],
     across: &[Problem],
     stages: &Stages,
+    judgement: &Judgement,
 ) -> Value {
     let mut m = meta.to_json();
-    let worst = overall(reports, across, stages);
-    m.insert("status".into(), json!(worst));
-    m.insert(
-        "exit_status".into(),
-        json!(exit_code(reports, across, stages)),
-    );
+    m.insert("status".into(), json!(judgement.status));
+    m.insert("exit_status".into(), json!(judgement.exit));
     m.insert(
         "hosts".into(),
         reports
@@ -665,7 +682,7 @@ pub fn render_json(
     if let Some(t) = stages.traffic {
         m.insert("traffic".into(), t.to_json());
     }
-    judge::add_json(&mut m, reports, stages);
+    judge::add_json(&mut m, stages, judgement.judged.as_ref());
     Value::Object(m)
 }
 
@@ -1125,13 +1142,23 @@ pub fn report_with(
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
-    let whole = render_json(meta, &reports, &problems, &across, &stages);
+    // Judged once: the text, the JSON, report.html, --drain and the exit
+    // status all read this one value.
+    let judgement = Judgement::of(&reports, &across, &stages);
+    let whole = render_json(meta, &reports, &problems, &across, &stages, &judgement);
     let text = if args.json {
         format!("{whole}\n")
     } else {
         // Host names and values come from other machines: no control
         // character reaches the terminal raw (JSON escapes its own).
-        crate::cli::terminal_safe(&render_text(meta, &reports, &problems, &across, &stages))
+        crate::cli::terminal_safe(&render_text(
+            meta,
+            &reports,
+            &problems,
+            &across,
+            &stages,
+            &judgement,
+        ))
             .into_owned()
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
@@ -1149,22 +1176,22 @@ pub fn report_with(
         return EXIT_OUTPUT;
     }
     if let Some(mode) = args.drain
-        && !drain_verdicts(&reports, &stages, mode, err)
+        && !drain_verdicts(&reports, judgement.judged.as_ref(), mode, err)
     {
         return EXIT_OUTPUT;
     }
-    exit_code(&reports, &across, &stages)
+    judgement.exit
 }
 
 /// `--drain`: the nodes of the confirmed host and NIC verdicts of the pair
 /// stage ([`drain`]); false when a scontrol command failed.
 fn drain_verdicts(
     reports: &[HostReport],
-    stages: &Stages,
+    judged: Option<&judge::Judged>,
     mode: drain::Mode,
     err: &mut dyn std::io::Write,
 ) -> bool {
-    let list = match judge::judge(reports, stages) {
+    let list = match judged {
         Some(j) => {
             let n = j.diagnosis.verdicts.len() - j.from_nccl;
             let confirmed = j.diagnosis.verdicts[..n]
@@ -1281,6 +1308,18 @@ pub fn job_plan(args: &Args, size: usize, rails: usize) -> Result<steps::JobPlan
         pairs::combos(rails, args.pair.cross_rails),
         steps::run_seconds(&o),
     )
+}
+
+/// [`job_plan`], or the full matrix when the budget cannot hold the
+/// rails the ranks found (more than `--devices` named): the schedule the
+/// job runs.
+pub fn job_plan_or_full(args: &Args, size: usize, rails: usize) -> steps::JobPlan {
+    job_plan(args, size, rails).unwrap_or_else(|_| {
+        let run = pairs::options(&args.pair, 0)
+            .ok()
+            .and_then(|o| steps::run_seconds(&o));
+        steps::JobPlan::full(size, pairs::combos(rails, args.pair.cross_rails), run)
+    })
 }
 
 /// With `--budget`: the schedule fits it and its ports (the main rounds

@@ -312,27 +312,92 @@ mod world {
 #[cfg(feature = "mpi")]
 static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// What the pair stage leaves for the retest: rank 0's runs of every
-/// round (every rank's), the ranks' endpoints and the schedule.
+/// The job's network ([`cluster::job::Network`]): erdma-perf between the
+/// ranks, each round's runs gathered on rank 0 (a lost rank's as none),
+/// rank 0's retest plan sent to every rank.
 #[cfg(feature = "mpi")]
-struct PairStage {
-    raw: Vec<Vec<u8>>,
-    eps: Vec<Vec<pairs::Endpoint>>,
-    plan: Option<cluster::steps::JobPlan>,
+struct Perf<'a> {
+    args: &'a Args,
+    rank: usize,
+    eps: &'a [Vec<pairs::Endpoint>],
+    slots: Vec<usize>,
+    world: &'a world::World,
 }
 
-/// The pair stage round by round: after each round every rank's runs go
-/// to rank 0, which writes them under `--out DIR/rounds/` (a job that is
-/// interrupted keeps what it measured); with `--resume` the rounds found
-/// there are skipped. Rank 0's result: every rank's runs of every round.
+#[cfg(feature = "mpi")]
+impl cluster::job::Network for Perf<'_> {
+    fn root(&self) -> bool {
+        self.rank == 0
+    }
+
+    fn round(
+        &mut self,
+        r: usize,
+        round: &cluster::steps::Round,
+        port: u32,
+        width: usize,
+        retest: bool,
+    ) -> Option<Vec<Vec<u8>>> {
+        let (meet, gather) = if retest {
+            ("meeting between retest rounds", "gathering a retest round")
+        } else {
+            ("meeting between pair rounds", "gathering a pair round")
+        };
+        let world = self.world;
+        let runs = pairs::run_round(
+            &self.args.pair,
+            self.rank,
+            self.eps,
+            &self.slots,
+            r,
+            round,
+            port,
+            width,
+            &|r| world.is_lost(r),
+            &mut || world.barrier(meet),
+        );
+        let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
+        let mut all = world.gather(mine.to_string().as_bytes(), gather);
+        if self.rank != 0 {
+            return None;
+        }
+        // A lost rank ran nothing more: its share is no runs.
+        for (i, b) in all.iter_mut().enumerate() {
+            if world.is_lost(i) {
+                *b = b"[]".to_vec();
+            }
+        }
+        Some(all)
+    }
+
+    fn agree(&mut self, mine: Option<cluster::retest::Plan>) -> cluster::retest::Plan {
+        let mine = mine.map_or(serde_json::Value::Null, |p| p.to_json());
+        let all = self.world.all_gather(
+            mine.to_string().as_bytes(),
+            "agreeing on the retest rounds",
+        );
+        all.first()
+            .and_then(|b| serde_json::from_slice(b).ok())
+            .and_then(|v| cluster::retest::Plan::from_json(&v))
+            .unwrap_or_default()
+    }
+}
+
+/// The pair stage ([`cluster::job::pair_stage`] on the job's network)
+/// round by round: after each round every rank's runs go to rank 0,
+/// which writes them under `--out DIR/rounds/` (a job that is interrupted
+/// keeps what it measured); with `--resume` the rounds found there are
+/// skipped. Then the retest. Rank 0's result: every rank's runs, the
+/// retest's, and the schedule.
 #[cfg(feature = "mpi")]
 fn pair_stage(
     args: &Args,
     rank: usize,
     host: &SystemHost,
     hosts: &[String],
+    reports: &[Vec<u8>],
     world: &world::World,
-) -> PairStage {
+) -> (cluster::job::PairStage, cluster::steps::JobPlan) {
     // The options were checked by parse(): only the device differs by rank.
     let o = pairs::options(&args.pair, rank).ok();
     let mine = o.as_ref().map_or_else(String::new, |o| {
@@ -343,17 +408,10 @@ fn pair_stage(
         .iter()
         .map(|b| pairs::parse_endpoints(&String::from_utf8_lossy(b)))
         .collect();
-    let mut job = cluster::rounds::job(
-        hosts,
-        &args.pair.pair_test,
-        pairs::common_rails(&eps),
-        args.pair.cross_rails,
-    );
+    let rails = pairs::common_rails(&eps);
+    let mut job = cluster::rounds::job(hosts, &args.pair.pair_test, rails, args.pair.cross_rails);
     let plan = announce(args, rank, &eps, &mut job);
-    let budgeted = plan.as_ref().filter(|p| p.budgeted);
-    let planned = budgeted.map_or_else(|| pairs::rounds(eps.len()), |p| p.plan.rounds);
-    let mut done = resumed(args, rank, &job, planned, world);
-    let skip: Vec<usize> = done.keys().copied().collect();
+    let done = resumed(args, rank, &job, plan.plan.rounds, world);
     if let Some(out) = &args.out {
         let _ = LOST_HINT.set(format!(
             "; the pair rounds finished are kept in {} on rank 0's host: --resume {} continues the job",
@@ -361,82 +419,34 @@ fn pair_stage(
             out.display()
         ));
     }
-    let mut after = |r: usize, runs: &[pairs::PairRun]| {
-        let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
-        let mut all = world.gather(mine.to_string().as_bytes(), "gathering a pair round");
-        if rank == 0 {
-            // A lost rank ran nothing more: its share is no runs.
-            let lost_now: Vec<usize> = world.lost().iter().map(|(r, _)| *r).collect();
-            for (i, b) in all.iter_mut().enumerate() {
-                if world.is_lost(i) {
-                    *b = b"[]".to_vec();
-                }
-            }
-            if let Some(out) = &args.out
-                && let Err(e) = cluster::rounds::write(out, r, &job, &all, &lost_now)
-            {
-                // The report under the same --out then fails with exit 4.
-                eprintln!("erdma-cluster: {e}");
-            }
-            let per: Vec<serde_json::Value> = all
-                .iter()
-                .map(|b| serde_json::from_slice(b).unwrap_or(serde_json::Value::Null))
-                .collect();
-            done.insert(r, per);
+    let mut after = |r: usize, all: &[Vec<u8>]| {
+        let lost_now: Vec<usize> = world.lost().iter().map(|(r, _)| *r).collect();
+        if let Some(out) = &args.out
+            && let Err(e) = cluster::rounds::write(out, r, &job, all, &lost_now)
+        {
+            // The report under the same --out then fails with exit 4.
+            eprintln!("erdma-cluster: {e}");
         }
     };
-    let mut barrier = || world.barrier("meeting between pair rounds");
-    if let (Some(p), Some(_)) = (budgeted, &o) {
-        let slots = cluster::host_slots(hosts);
-        let first = u32::from(args.pair.pair_port);
-        let rounds = p.rounds();
-        pairs::run_plan(
-            &args.pair,
-            rank,
-            &eps,
-            &slots,
-            &rounds,
-            first,
-            &skip,
-            &|r| world.is_lost(r),
-            &mut barrier,
-            &mut after,
-        );
-    } else if let Some(p) = budgeted {
-        // Not reached, as below.
-        for (r, round) in p.rounds().iter().enumerate() {
-            if !skip.contains(&r) {
-                (0..round.len()).for_each(|_| barrier());
-                after(r, &[]);
-            }
-        }
-    } else if o.is_some() {
-        let slots = cluster::host_slots(hosts);
-        let lost = |r: usize| world.is_lost(r);
-        pairs::run_rounds(
-            &args.pair,
-            rank,
-            &eps,
-            &slots,
-            &skip,
-            &lost,
-            &mut barrier,
-            &mut after,
-        );
-    } else {
-        // Not reached (rank 0 checked the same options), but a rank that
-        // leaves the barriers or the rounds' gathers would hang the rest.
-        let per_round = pairs::barriers(&args.pair, &eps) / pairs::rounds(eps.len()).max(1);
-        for r in (0..pairs::rounds(eps.len())).filter(|r| !skip.contains(r)) {
-            (0..per_round).for_each(|_| barrier());
-            after(r, &[]);
-        }
-    }
-    PairStage {
-        raw: cluster::rounds::per_rank(&done, eps.len()),
-        eps,
-        plan,
-    }
+    let slots = cluster::host_slots(hosts);
+    let ports = cluster::job::Ports::new(args.pair.pair_port, &slots);
+    let mut net = Perf {
+        args,
+        rank,
+        eps: &eps,
+        slots,
+        world,
+    };
+    let stage = cluster::job::pair_stage(
+        &plan,
+        &mut net,
+        eps.len(),
+        ports,
+        done,
+        &mut after,
+        &|raw| cluster::retest_plan(args, reports, raw),
+    );
+    (stage, plan)
 }
 
 /// The pair stage's schedule (the same on every rank); rank 0 prints it
@@ -448,8 +458,8 @@ fn announce(
     rank: usize,
     eps: &[Vec<pairs::Endpoint>],
     job: &mut serde_json::Value,
-) -> Option<cluster::steps::JobPlan> {
-    let plan = cluster::job_plan(args, eps.len(), pairs::common_rails(eps)).ok()?;
+) -> cluster::steps::JobPlan {
+    let plan = cluster::job_plan_or_full(args, eps.len(), pairs::common_rails(eps));
     if plan.budgeted {
         job["schedule"] = serde_json::json!(plan.describe());
     }
@@ -457,75 +467,7 @@ fn announce(
         let line = format!("erdma-cluster: pair stage: {}\n", plan.describe());
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     }
-    Some(plan)
-}
-
-/// The retest rounds: rank 0 judges the main rounds and plans the retest
-/// ([`cluster::retest_plan`]), every rank takes the plan from a gather and
-/// runs its share, each round's runs gathered on rank 0. Rank 0's result:
-/// the plan and every rank's retest runs.
-#[cfg(feature = "mpi")]
-fn retest_stage(
-    args: &Args,
-    rank: usize,
-    hosts: &[String],
-    reports: &[Vec<u8>],
-    stage: &PairStage,
-    world: &world::World,
-) -> Option<(cluster::retest::Plan, Vec<Vec<u8>>)> {
-    let n = stage.eps.len();
-    let mine = if rank == 0 {
-        cluster::retest_plan(args, reports, &stage.raw).to_json()
-    } else {
-        serde_json::Value::Null
-    };
-    let all = world.all_gather(mine.to_string().as_bytes(), "agreeing on the retest rounds");
-    let plan = all
-        .first()
-        .and_then(|b| serde_json::from_slice(b).ok())
-        .and_then(|v| cluster::retest::Plan::from_json(&v))
-        .filter(|p| p.fits(n))
-        .unwrap_or_default();
-    let jp = stage.plan.as_ref()?;
-    let slots = cluster::host_slots(hosts);
-    let block = slots.iter().max().map_or(1, |m| m + 1) as u32;
-    let first = u32::from(args.pair.pair_port) + jp.main_ports(block);
-    let mut per: Vec<Vec<serde_json::Value>> = vec![Vec::new(); n];
-    let mut after = |_: usize, runs: &[pairs::PairRun]| {
-        let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
-        let all = world.gather(mine.to_string().as_bytes(), "gathering a retest round");
-        if rank != 0 {
-            return;
-        }
-        for (i, b) in all.iter().enumerate().take(n) {
-            if world.is_lost(i) {
-                continue;
-            }
-            match serde_json::from_slice::<serde_json::Value>(b) {
-                Ok(serde_json::Value::Array(v)) => per[i].extend(v),
-                // Kept as it came: the report names the rank.
-                _ => per[i].push(serde_json::Value::Null),
-            }
-        }
-    };
-    let mut barrier = || world.barrier("meeting between retest rounds");
-    pairs::run_plan(
-        &args.pair,
-        rank,
-        &stage.eps,
-        &slots,
-        &jp.retest_rounds(&plan.rounds),
-        first,
-        &[],
-        &|r| world.is_lost(r),
-        &mut barrier,
-        &mut after,
-    );
-    let raw = per
-        .into_iter()
-        .map(|v| serde_json::Value::Array(v).to_string().into_bytes())
-        .collect();
-    (rank == 0).then_some((plan, raw))
+    plan
 }
 
 /// With `--resume DIR`, the rounds rank 0 found there (rank 0 reads them
@@ -690,17 +632,17 @@ fn run() -> i32 {
     let stage = args
         .pair
         .pairs
-        .then(|| pair_stage(&args, rank, &host, &hosts, &world));
-    if let Some(st) = &stage {
-        gathered.retest = retest_stage(&args, rank, &hosts, &reports, st, &world);
-        gathered.schedule = st.plan.as_ref().map(|p| {
-            serde_json::json!({"schedule": p.describe(), "predicted_wall_s": p.predicted_wall_s(),
-                               "pair_wall_s": t0.elapsed().as_secs_f64()})
-        });
+        .then(|| pair_stage(&args, rank, &host, &hosts, &reports, &world));
+    if let Some((st, plan)) = &stage {
+        gathered.retest = st.retest.clone();
+        gathered.schedule = Some(cluster::job::schedule_json(
+            plan,
+            t0.elapsed().as_secs_f64(),
+        ));
         // A budget's schedule may leave cells out: they are not failures.
-        gathered.planned = st.plan.as_ref().filter(|p| p.budgeted).map(|p| p.planned());
+        gathered.planned = plan.budgeted.then(|| plan.planned());
     }
-    let pair_raw = stage.map(|s| s.raw);
+    let pair_raw = stage.map(|(s, _)| s.raw);
     if let Some(before) = before {
         let mine = serde_json::json!({"before": before, "after": counters(first)});
         gathered.pair_counters =

@@ -706,9 +706,10 @@ fn gather(
         retest: None,
     };
     let meta = RunMeta::now("erdma-cluster");
-    let whole = super::render_json(&meta, &reports, &problems, &across, &stages);
+    let judgement = super::Judgement::of(&reports, &across, &stages);
+    let whole = super::render_json(&meta, &reports, &problems, &across, &stages, &judgement);
     let json_bytes = whole.to_string().len();
-    let text_bytes = super::render_text(&meta, &reports, &problems, &across, &stages).len();
+    let text_bytes = super::render_text(&meta, &reports, &problems, &across, &stages, &judgement).len();
     if let Some(dir) = out_dir {
         super::write_out(dir, &reports, Some(&m), &whole)?;
     }
