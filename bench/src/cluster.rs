@@ -594,7 +594,11 @@ pub fn render_text(
     if let Some(t) = stages.traffic {
         s.push_str(&t.render_text());
     }
-    s.push_str(&judge::render_text(reports, stages, judgement.judged.as_ref()));
+    s.push_str(&judge::render_text(
+        reports,
+        stages,
+        judgement.judged.as_ref(),
+    ));
     let lost = match stages.lost.len() {
         0 => String::new(),
         1 => ", a rank lost".into(),
@@ -1152,14 +1156,9 @@ pub fn report_with(
         // Host names and values come from other machines: no control
         // character reaches the terminal raw (JSON escapes its own).
         crate::cli::terminal_safe(&render_text(
-            meta,
-            &reports,
-            &problems,
-            &across,
-            &stages,
-            &judgement,
+            meta, &reports, &problems, &across, &stages, &judgement,
         ))
-            .into_owned()
+        .into_owned()
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         let _ = writeln!(

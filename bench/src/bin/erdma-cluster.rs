@@ -372,10 +372,9 @@ impl cluster::job::Network for Perf<'_> {
 
     fn agree(&mut self, mine: Option<cluster::retest::Plan>) -> cluster::retest::Plan {
         let mine = mine.map_or(serde_json::Value::Null, |p| p.to_json());
-        let all = self.world.all_gather(
-            mine.to_string().as_bytes(),
-            "agreeing on the retest rounds",
-        );
+        let all = self
+            .world
+            .all_gather(mine.to_string().as_bytes(), "agreeing on the retest rounds");
         all.first()
             .and_then(|b| serde_json::from_slice(b).ok())
             .and_then(|v| cluster::retest::Plan::from_json(&v))
@@ -549,6 +548,9 @@ erdma_bench::c_main!(run);
 /// modelled cluster, before (and without) MPI.
 fn simulate() -> i32 {
     match parse(true, 1) {
+        Ok(a) if a.sim.as_job => {
+            cluster::simulate::job_main(&a, &mut cli::Stdout, &mut std::io::stderr().lock())
+        }
         Ok(a) => cluster::simulate::main(
             &a.sim,
             a.json,

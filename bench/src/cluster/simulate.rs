@@ -12,7 +12,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::diagnose::{self, Diagnosis, Input, Kind, Rail, Verdict};
+use super::job::{self, Network};
 use super::schedule::{self, Model, Plan, Rng};
+use super::steps::{self, JobPlan, Round};
 
 /// Exit status: every injected fault found and classified right, and no
 /// other verdict.
@@ -53,6 +55,13 @@ pub struct SimArgs {
     /// written under --out).
     #[arg(long, requires = "simulate")]
     pub documents: bool,
+    /// Run the simulated cluster through the real job's code: its schedule
+    /// (--budget, --perf-args -D, --cross-rails as the job reads them), its
+    /// rounds, retest plan, confirmation, verdicts, report and exit status,
+    /// each run measured by the model instead of erdma-perf (for clusters
+    /// of up to a few hundred hosts: every run is a record, as the job's).
+    #[arg(long, requires = "simulate")]
+    pub as_job: bool,
     /// Put the injected faults on other hosts in each cluster: a random
     /// draw per seed, hK naming the K-th host drawn (the clusters then
     /// differ in where the faults sit, not only in their noise).
@@ -283,8 +292,20 @@ impl Truth {
     /// every flow through it (the slower end wins), a slow path scales its
     /// flow's rate (loss or retransmissions: see the docs on capacity cuts).
     fn measure(&self, nic: usize, c: usize, s: usize, sigma: f64, rng: &mut Rng) -> f64 {
+        self.measure_on((nic, nic), c, s, sigma, rng)
+    }
+
+    /// [`Truth::measure`] from the client's NIC `ci` to the server's `si`.
+    fn measure_on(
+        &self,
+        (ci, si): (usize, usize),
+        c: usize,
+        s: usize,
+        sigma: f64,
+        rng: &mut Rng,
+    ) -> f64 {
         let h = self.hosts;
-        let mut f = self.port[nic * h + c].min(self.port[nic * h + s]);
+        let mut f = self.port[ci * h + c].min(self.port[si * h + s]);
         f *= self.path.get(&(c, s)).copied().unwrap_or(1.0);
         if self.flap.contains(&(c.min(s), c.max(s))) {
             f *= 0.2 + 0.6 * rng.unit();
@@ -298,6 +319,9 @@ impl Truth {
 pub struct Outcome {
     /// The final verdicts.
     pub diagnosis: Diagnosis,
+    /// Whether the retest confirmed each verdict: these and the lost
+    /// hosts fail the job, the others are its warnings.
+    pub confirmed: Vec<bool>,
     /// Verdicts before the retest.
     pub suspects: usize,
     /// Retest rounds run and pairs measured in them.
@@ -396,20 +420,9 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
         .iter()
         .filter(|v| v.kind != Kind::Lost)
         .count();
-    let blamed: BTreeSet<usize> = first
-        .verdicts
-        .iter()
-        .flat_map(|v| v.hosts.iter().copied())
-        .collect();
-    let good: Vec<usize> = (0..n)
-        .filter(|h| !blamed.contains(h) && !job.is_lost[*h])
-        .collect();
-    let (rounds, left) = schedule::retest_pairs(
-        &super::retest::requests(&first),
-        &good,
-        n,
-        plan.retest_rounds,
-    );
+    // The job's retest plan (the same suspects, partners and rounds).
+    let retest_plan = super::retest::plan(&first, n, plan.retest_rounds);
+    let rounds = retest_plan.rounds.clone();
     // Retests run one partner per host: the suspect's flow alone on its port.
     let sigma1 = m.sigma(1, plan.run_s);
     let mut pairs = 0;
@@ -426,15 +439,212 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
     } else {
         judge(&job)
     };
+    // Which verdicts the retest confirmed ([`super::retest::Plan::confirms`]):
+    // with the lost hosts, the job's failures.
+    let confirmed = diagnosis
+        .verdicts
+        .iter()
+        .map(|v| retest_plan.confirms(v, &diagnosis, n))
+        .collect();
     Outcome {
         diagnosis,
+        confirmed,
         suspects,
         retest_rounds: rounds.len(),
         retest_pairs: pairs,
-        not_retested: left.len(),
+        not_retested: retest_plan.left,
         wall_s: wall,
         rails: job.rails,
     }
+}
+
+/// The model as the job's network ([`job::Network`]): every rank's runs
+/// of a round measured from the [`Truth`], as the ranks would send them
+/// (a client and a server record per run; a run shared by `k` flows on a
+/// port at the model's rate over `k`, as erdma-perf would measure it). A
+/// dead host's runs are not made and it is lost at once; a hung one is
+/// lost after one run deadline, which the round then lasts.
+pub struct ModelNet<'t> {
+    t: &'t Truth,
+    model: Model,
+    run_s: f64,
+    rng: Rng,
+    lost: Vec<(usize, String)>,
+    is_lost: Vec<bool>,
+    wall_s: f64,
+}
+
+impl<'t> ModelNet<'t> {
+    /// The network of `t`, runs of `run_s` seconds, noise of `model`,
+    /// draws from `seed`.
+    pub fn new(t: &'t Truth, model: Model, run_s: f64, seed: u64) -> ModelNet<'t> {
+        ModelNet {
+            t,
+            model,
+            run_s,
+            rng: Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5EED),
+            lost: Vec::new(),
+            is_lost: vec![false; t.hosts],
+            wall_s: 0.0,
+        }
+    }
+
+    /// The ranks lost so far, with why (as the job's live ranks name them).
+    pub fn lost(&self) -> &[(usize, String)] {
+        &self.lost
+    }
+
+    /// The modelled wall time of the rounds run so far, seconds.
+    pub fn wall_s(&self) -> f64 {
+        self.wall_s
+    }
+
+    /// Whether host `h` is lost now (marking it when its fault shows);
+    /// true also when it hung here (`hung` set).
+    fn gone(&mut self, h: usize, hung: &mut bool) -> bool {
+        if self.is_lost[h] {
+            return true;
+        }
+        let why = if self.t.dead[h] {
+            "its runs failed at once: the process is gone (dead)".to_owned()
+        } else if self.t.hang[h] {
+            *hung = true;
+            format!(
+                "no answer within the run's deadline of {:.0} s (hung); the job went on without it",
+                self.model.deadline_s(self.run_s)
+            )
+        } else {
+            return false;
+        };
+        self.is_lost[h] = true;
+        self.lost.push((h, why));
+        true
+    }
+}
+
+impl Network for ModelNet<'_> {
+    fn root(&self) -> bool {
+        true
+    }
+
+    fn round(
+        &mut self,
+        _r: usize,
+        round: &Round,
+        _port: u32,
+        _width: usize,
+        _retest: bool,
+    ) -> Option<Vec<Vec<u8>>> {
+        let mut per: Vec<Vec<Value>> = vec![Vec::new(); self.t.hosts];
+        for step in round {
+            self.wall_s += self.model.round_s(self.run_s);
+            let mut hung = false;
+            for f in step {
+                let (c, s) = (f.client, f.server);
+                if self.gone(c, &mut hung) || self.gone(s, &mut hung) {
+                    continue;
+                }
+                let share = steps::share(step, f);
+                let sigma = self.model.sigma(share, self.run_s);
+                let g = self.t.measure_on((f.ci, f.si), c, s, sigma, &mut self.rng) / share as f64;
+                let rail = (f.ci == f.si).then_some(f.ci);
+                let run = |role: &str, gbps: Option<f64>| {
+                    json!({"client": c, "server": s, "role": role, "gbps": gbps, "error": null,
+                           "doc": null, "rail": rail, "client_device": null, "server_device": null,
+                           "verified": true, "corrupt": false, "rerun": "", "share": share})
+                };
+                per[c].push(run("client", Some(g)));
+                per[s].push(run("server", None));
+            }
+            if hung {
+                self.wall_s += self.model.deadline_s(self.run_s) - self.run_s;
+            }
+        }
+        Some(
+            per.into_iter()
+                .map(|v| Value::Array(v).to_string().into_bytes())
+                .collect(),
+        )
+    }
+
+    fn agree(&mut self, mine: Option<super::retest::Plan>) -> super::retest::Plan {
+        mine.unwrap_or_default()
+    }
+}
+
+/// The erdma-doctor document of a simulated host: no check ran (the
+/// model has no host to check), named as the host.
+fn sim_doctor(name: &str) -> Vec<u8> {
+    json!({"tool": "erdma-doctor", "version": env!("CARGO_PKG_VERSION"), "host": name,
+           "status": "ok", "checks": [], "summary": {"ok": 0, "warn": 0, "fail": 0, "skip": 0}})
+    .to_string()
+    .into_bytes()
+}
+
+/// `erdma-cluster --simulate ... --as-job`: the real job's pair stage and
+/// report on the model's network ([`ModelNet`]): the job's schedule from
+/// `args` as the job reads it, its rounds, retest, verdicts, text or JSON
+/// and exit status (0 to 5 as the job's), with the simulated wall time as
+/// the measured one.
+pub fn job_main(
+    args: &super::Args,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> i32 {
+    let s = match setup(&args.sim) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "erdma-cluster: {e}");
+            return super::EXIT_USAGE;
+        }
+    };
+    let plan = match super::job_plan(args, s.hosts, s.nics) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(err, "erdma-cluster: {e}");
+            return super::EXIT_USAGE;
+        }
+    };
+    let names = sim_names(s.hosts);
+    let truth = Truth::new(s.hosts, s.nics, args.sim.port_gbps, &s.faults);
+    let (code, _) = run_job(args, &plan, &truth, &names, &s.model, out, err);
+    code
+}
+
+/// The job of `plan` on the model's network of `truth`: the report (to
+/// `out`) and exit status of [`super::report_with`], and the pair stage's
+/// runs (for a test to compare).
+pub fn run_job(
+    args: &super::Args,
+    plan: &JobPlan,
+    truth: &Truth,
+    names: &[String],
+    model: &Model,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> (i32, job::PairStage) {
+    let docs: Vec<Vec<u8>> = names.iter().map(|n| sim_doctor(n)).collect();
+    let mut net = ModelNet::new(truth, model.clone(), plan.plan.run_s, args.sim.seed);
+    let ports = job::Ports::new(args.pair.pair_port, &vec![0; names.len()]);
+    let stage = job::pair_stage(
+        plan,
+        &mut net,
+        names.len(),
+        ports,
+        BTreeMap::new(),
+        &mut |_, _| {},
+        &|raw| super::retest_plan(args, &docs, raw),
+    );
+    let gathered = super::Gathered {
+        lost: net.lost().to_vec(),
+        schedule: Some(job::schedule_json(plan, net.wall_s())),
+        retest: stage.retest.clone(),
+        planned: plan.budgeted.then(|| plan.planned()),
+        ..Default::default()
+    };
+    let meta = crate::meta::RunMeta::now("erdma-cluster");
+    let code = super::report_with(args, &meta, &docs, Some(&stage.raw), &gathered, out, err);
+    (code, stage)
 }
 
 /// Injected faults against the verdicts: for each fault the verdict that
@@ -442,11 +652,18 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
 pub fn score(
     faults: &[Fault],
     verdicts: &[Verdict],
+    confirmed: &[bool],
     nics: usize,
 ) -> (Vec<Option<usize>>, Vec<usize>) {
+    // Found: the verdict that names the fault fails the job, as the job's
+    // (lost, or confirmed by the retest: a warning only is not a find).
+    let fails = |i: usize| {
+        let v: &Verdict = &verdicts[i];
+        v.kind == Kind::Lost || confirmed.get(i).copied().unwrap_or(false)
+    };
     let found: Vec<Option<usize>> = faults
         .iter()
-        .map(|f| verdicts.iter().position(|v| f.matches(v, nics)))
+        .map(|f| (0..verdicts.len()).find(|&i| f.matches(&verdicts[i], nics) && fails(i)))
         .collect();
     let false_ones = (0..verdicts.len())
         .filter(|&i| !faults.iter().any(|f| f.matches(&verdicts[i], nics)))
@@ -541,7 +758,12 @@ pub fn main(
                 // 16 MB per NIC at 1000 hosts: kept for --documents only.
                 outcome.rails = Vec::new();
             }
-            let (found, false_ones) = score(&faults, &outcome.diagnosis.verdicts, s.nics);
+            let (found, false_ones) = score(
+                &faults,
+                &outcome.diagnosis.verdicts,
+                &outcome.confirmed,
+                s.nics,
+            );
             ClusterResult {
                 seed,
                 outcome,
@@ -586,13 +808,15 @@ pub fn main(
         );
         return super::EXIT_OUTPUT;
     }
-    // --drain: the first cluster's verdicts; in the simulation a verdict the
-    // retest saw again stands for a confirmed one.
+    // --drain: the first cluster's verdicts the job would drain (confirmed
+    // by the retest, as the job's Plan::confirms decides).
     if let Some(mode) = drain {
         let d = &results[0].outcome.diagnosis;
-        let list = super::drain::drains(d.verdicts.iter().map(|v| (v, v.seen_again)), |i| {
-            names.get(i).cloned()
-        });
+        let confirmed = d
+            .verdicts
+            .iter()
+            .zip(results[0].outcome.confirmed.iter().copied());
+        let list = super::drain::drains(confirmed, |i| names.get(i).cloned());
         if !super::drain::run(&list, mode, err) {
             return super::EXIT_OUTPUT;
         }
@@ -709,7 +933,8 @@ fn gather(
     let judgement = super::Judgement::of(&reports, &across, &stages);
     let whole = super::render_json(&meta, &reports, &problems, &across, &stages, &judgement);
     let json_bytes = whole.to_string().len();
-    let text_bytes = super::render_text(&meta, &reports, &problems, &across, &stages, &judgement).len();
+    let text_bytes =
+        super::render_text(&meta, &reports, &problems, &across, &stages, &judgement).len();
     if let Some(dir) = out_dir {
         super::write_out(dir, &reports, Some(&m), &whole)?;
     }
@@ -936,6 +1161,105 @@ mod tests {
         assert!(fraction("80%").is_err());
     }
 
+    /// (kind, hosts, nic) of each verdict, sorted.
+    fn keys(d: &Diagnosis) -> Vec<(String, Vec<usize>, Option<usize>)> {
+        let mut k: Vec<_> = d
+            .verdicts
+            .iter()
+            .map(|v| (v.kind.as_str().to_owned(), v.hosts.clone(), v.nic))
+            .collect();
+        k.sort();
+        k
+    }
+
+    /// The exit status the job gives the simulator path's verdicts: lost
+    /// 5, a confirmed verdict 2, another verdict 1, none 0.
+    fn sim_exit(o: &Outcome) -> i32 {
+        let v = &o.diagnosis.verdicts;
+        if v.iter().any(|v| v.kind == Kind::Lost) {
+            super::super::EXIT_LOST
+        } else if o.confirmed.iter().any(|c| *c) {
+            super::super::EXIT_FAIL
+        } else if v.is_empty() {
+            super::super::EXIT_OK
+        } else {
+            super::super::EXIT_WARN
+        }
+    }
+
+    #[test]
+    fn the_job_and_the_simulator_agree_on_one_model_network() {
+        // The same small cluster both ways: the simulator's compact path
+        // (simulate::run) and the job's code (job::pair_stage on the
+        // model's network, then report_with). The schedule's cells, the
+        // verdicts and the exit status must be the same.
+        use clap::Parser;
+        let cases: &[(&str, &[&str], i32)] = &[
+            ("8x2", &[], 0),
+            ("8x2", &["link:h1:h2:0.5"], 2),
+            ("8x2", &["nic:h5:1:0.6", "host:h3:0.7"], 2),
+            ("6", &["direction:h4:h0:0.6"], 2),
+            ("8", &["dead:h6", "link:h1:h2:0.5"], 5),
+        ];
+        for &(shape, inject, want) in cases {
+            let mut argv = vec!["erdma-cluster", "--simulate", shape, "--json", "--as-job"];
+            if !inject.is_empty() {
+                argv.push("--inject");
+                argv.extend_from_slice(inject);
+            }
+            let args = super::super::Args::try_parse_from(&argv).unwrap();
+            let st = setup(&args.sim).unwrap();
+            let names = sim_names(st.hosts);
+            let truth = Truth::new(st.hosts, st.nics, 100.0, &st.faults);
+            // The job's schedule and the simulator's: the same pairs.
+            let jp = super::super::job_plan(&args, st.hosts, st.nics).unwrap();
+            let mut job_cells = jp.planned();
+            let mut sim_cells = first_flows(&st.plan, args.sim.seed);
+            job_cells.sort_unstable();
+            sim_cells.sort_unstable();
+            assert_eq!(job_cells, sim_cells, "{shape} {inject:?}");
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let (code, stage) = run_job(&args, &jp, &truth, &names, &st.model, &mut out, &mut err);
+            let doc: Value = serde_json::from_slice(&out).expect("the job's JSON");
+            let o = run(&truth, &st.plan, &st.model, &names, args.sim.seed);
+            assert_eq!(code, want, "{shape} {inject:?}: {doc:#}");
+            assert_eq!(sim_exit(&o), want, "{shape} {inject:?}");
+            assert_eq!(doc["exit_status"], want);
+            // The job's verdicts, as its JSON names them.
+            let mut job_keys: Vec<(String, Vec<usize>, Option<usize>)> = doc["verdicts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| {
+                    let hosts = v["hosts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|h| names.iter().position(|n| h == n.as_str()).unwrap())
+                        .collect();
+                    (
+                        v["kind"].as_str().unwrap().to_owned(),
+                        hosts,
+                        v["nic"].as_u64().map(|k| k as usize),
+                    )
+                })
+                .collect();
+            job_keys.sort();
+            assert_eq!(job_keys, keys(&o.diagnosis), "{shape} {inject:?}: {doc:#}");
+            // Every fault injected is a verdict of both.
+            let nics = st.nics;
+            for f in &st.faults {
+                assert!(
+                    o.diagnosis.verdicts.iter().any(|v| f.matches(v, nics)),
+                    "{f:?}"
+                );
+            }
+            // The retest ran on both, from the same plan maker.
+            let (plan, _) = stage.retest.expect("the job's retest");
+            assert_eq!(plan.rounds.len(), o.retest_rounds, "{shape} {inject:?}");
+        }
+    }
+
     #[test]
     fn every_fault_kind_is_found_at_64_hosts() {
         let specs = [
@@ -957,7 +1281,7 @@ mod tests {
         let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
         for seed in 0..3 {
             let o = run(&t, &plan, &m, &names, seed);
-            let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, 2);
+            let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, &o.confirmed, 2);
             assert!(
                 found.iter().all(Option::is_some),
                 "seed {seed}: {found:?}\n{}",

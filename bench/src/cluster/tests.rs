@@ -362,18 +362,39 @@ fn pair_matrix_verdicts_in_the_reports() {
         pairs: Some(&m),
         ..Default::default()
     };
-    let v = render_json(&meta("a"), &reports, &[], &[], &stages, &Judgement::of(&reports, &[], &stages));
+    let v = render_json(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &stages,
+        &Judgement::of(&reports, &[], &stages),
+    );
     let verdicts = v["verdicts"].as_array().unwrap();
     assert_eq!(verdicts.len(), 1, "{v}");
     assert_eq!(verdicts[0]["kind"], "direction");
     assert_eq!(verdicts[0]["hosts"], serde_json::json!(["b", "d"]));
-    let text = render_text(&meta("a"), &reports, &[], &[], &stages, &Judgement::of(&reports, &[], &stages));
+    let text = render_text(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &stages,
+        &Judgement::of(&reports, &[], &stages),
+    );
     assert!(
         text.contains("direction b -> d: NIC 0: b -> d 12.00 Gb/s, d -> b 20.00 Gb/s"),
         "{text}"
     );
     // Without the pair stage: no verdicts key.
-    let none = render_json(&meta("a"), &reports, &[], &[], &Stages::default(), &Judgement::of(&reports, &[], &Stages::default()));
+    let none = render_json(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &Stages::default(),
+        &Judgement::of(&reports, &[], &Stages::default()),
+    );
     assert!(none.get("verdicts").is_none());
 }
 
@@ -418,7 +439,14 @@ fn every_rail_is_judged_and_a_slow_nic_is_named_with_its_index() {
         pairs: Some(&m),
         ..Default::default()
     };
-    let v = render_json(&meta("a"), &reports, &[], &[], &stages, &Judgement::of(&reports, &[], &stages));
+    let v = render_json(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &stages,
+        &Judgement::of(&reports, &[], &stages),
+    );
     let verdicts = v["verdicts"].as_array().unwrap();
     assert_eq!(verdicts.len(), 1, "{v}");
     assert_eq!(verdicts[0]["kind"], "nic", "{v}");
