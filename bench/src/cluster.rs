@@ -23,6 +23,7 @@ use crate::doctor::Status;
 use crate::meta::RunMeta;
 
 pub mod baseline;
+pub mod command;
 pub mod diagnose;
 pub mod drain;
 pub mod html;
