@@ -168,6 +168,13 @@ pub struct Args {
         requires = "baseline"
     )]
     pub fail_below: f64,
+    /// What the pairs are judged against besides each other: `auto` each
+    /// port's active rate (speed x width; not for Soft-RoCE or Soft-iWARP,
+    /// whose rate is nominal), `off`, or a rate in Gb/s for every port. A
+    /// NIC's pairs whose median is under 90% of it are a cluster verdict
+    /// (a failure). With --baseline the baseline is the reference instead.
+    #[arg(long, value_name = "auto|off|GBPS", default_value = "auto")]
+    pub port_rate: PortRate,
     /// Seconds every exchange between the ranks may wait (each stage's
     /// meeting of the ranks): a rank that does not arrive in time is named
     /// as lost by the others, which exit with status 5. With --pairs at
@@ -218,6 +225,40 @@ pub struct Stages<'a> {
     /// The retest rounds of the real job (their verdicts then set the exit
     /// status).
     pub retest: Option<&'a judge::Retested>,
+    /// What the pairs are judged against besides each other (`--port-rate`).
+    pub port_rate: PortRate,
+}
+
+/// `--port-rate`: the rate the pair stage's cells are judged against (a
+/// NIC's, a host's or the cluster's median under 90% of it is a verdict).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum PortRate {
+    /// Each port's active rate (speed x width) as erdma-doctor reads it;
+    /// none for emulated devices (Soft-RoCE, Soft-iWARP).
+    #[default]
+    Auto,
+    /// No rate: the hosts are judged among themselves only.
+    Off,
+    /// This rate (Gb/s) for every port: what the network gives, where the
+    /// ports report a nominal rate (a cloud instance's bandwidth).
+    Gbps(f64),
+}
+
+impl std::str::FromStr for PortRate {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PortRate, String> {
+        match s {
+            "auto" => Ok(PortRate::Auto),
+            "off" => Ok(PortRate::Off),
+            g => match g.parse::<f64>() {
+                Ok(v) if v > 0.0 && v.is_finite() => Ok(PortRate::Gbps(v)),
+                _ => Err(format!(
+                    "'{s}': auto (the ports' own rate), off, or a rate in Gb/s such as 100"
+                )),
+            },
+        }
+    }
 }
 
 impl Stages<'_> {
@@ -708,18 +749,31 @@ pub fn pair_verdicts(
     }
     // Every rail is judged (a NIC fault shows on its rail only); rail 0
     // alone has a baseline (perf-A-B.json).
+    // Each rank's port rate on each rail, the first reference; with a
+    // baseline the baseline is.
+    let port = |devices: &dyn Fn(usize) -> Option<String>| -> Vec<Option<f64>> {
+        match (stages.baseline, stages.port_rate) {
+            (Some(_), _) | (None, PortRate::Off) => Vec::new(),
+            (None, PortRate::Gbps(g)) => vec![Some(g); n],
+            (None, PortRate::Auto) => (0..n)
+                .map(|r| port_rate(reports.get(r)?, devices(r).as_deref()))
+                .collect(),
+        }
+    };
     let mut rails: Vec<diagnose::Rail> = m
         .rails
         .iter()
         .filter(|r| r.gbps.len() == n)
         .map(|r| diagnose::Rail {
             gbps: r.gbps.clone(),
+            port: port(&|i| r.devices.get(i).cloned().flatten()),
             ..Default::default()
         })
         .collect();
     if rails.is_empty() {
         rails.push(diagnose::Rail {
             gbps: m.gbps.clone(),
+            port: port(&|_| None),
             ..Default::default()
         });
     }
@@ -763,6 +817,24 @@ pub fn pair_verdicts(
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
     });
     Some((names, d))
+}
+
+/// The active rate of `device` (none: erdma-perf's default, the host's
+/// first) as the rank's erdma-doctor document reports it (`rdma.ports`'s
+/// details, `rate_gbps`), in Gb/s; none when unknown, or when the device is
+/// emulated (Soft-RoCE, Soft-iWARP: a nominal rate far above what they
+/// move, so the rig's jobs are judged among themselves only).
+pub fn port_rate(report: &HostReport, device: Option<&str>) -> Option<f64> {
+    let c = report.checks().find(|c| c["id"] == "rdma.ports")?;
+    let dev = device.map(|d| d.split(':').next().unwrap_or(d));
+    let d = c["details"]
+        .as_array()?
+        .iter()
+        .find(|d| dev.is_none_or(|x| d["device"] == x))?;
+    if d["emulated"].as_bool() != Some(false) {
+        return None;
+    }
+    d["rate_gbps"].as_f64().filter(|g| *g > 0.0)
 }
 
 /// The file name of each rank's document under `--out`: `doctor-HOST.json`,
@@ -1144,6 +1216,7 @@ pub fn report_with(
         lost: &g.lost,
         schedule: g.schedule.as_ref(),
         retest: retested.as_ref(),
+        port_rate: args.port_rate,
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -1240,6 +1313,7 @@ pub fn retest_plan(args: &Args, raw_reports: &[Vec<u8>], pair_raw: &[Vec<u8>]) -
     let stages = Stages {
         pairs: Some(&m),
         baseline: against.as_ref(),
+        port_rate: args.port_rate,
         ..Default::default()
     };
     let n = reports.len();

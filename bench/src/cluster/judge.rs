@@ -168,6 +168,8 @@ impl Judged {
             .enumerate()
             .map(|(i, v)| match (self.retest_ran, i >= n - self.from_nccl) {
                 (_, true) => Status::Warn,
+                // Against the ports' rate: every pair measured it.
+                (false, false) if v.kind == diagnose::Kind::Cluster => Status::Fail,
                 (true, false) => retest::verdict_status(v, self.confirmed(v)),
                 (false, false) => Status::Ok,
             })

@@ -30,7 +30,8 @@ pub struct SimArgs {
     #[arg(long, value_name = "HOSTS[xNICS]")]
     pub simulate: Option<String>,
     /// Faults to inject: host:H:F, nic:H:K:F, link:A:B:F, direction:A:B:F
-    /// (A -> B only), flap:A:B, dead:H, hang:H (F: the rate factor, e.g. 0.8).
+    /// (A -> B only), flap:A:B, dead:H, hang:H, fabric:F (every path; F:
+    /// the rate factor, e.g. 0.8).
     #[arg(long, value_name = "SPEC", num_args = 1.., requires = "simulate")]
     pub inject: Vec<String>,
     /// The time the pair stage may take, in minutes: picks the schedule
@@ -109,6 +110,9 @@ pub enum Fault {
     Dead(usize),
     /// A host that hangs: its first run never ends.
     Hang(usize),
+    /// Every path of the cluster at factor f (a wrong MTU, flow control
+    /// off, a rate-limited network): only the ports' rate shows it.
+    Fabric(f64),
 }
 
 /// The most simulated hosts.
@@ -172,9 +176,10 @@ impl Fault {
             "flap" => "flap:HOST:HOST, e.g. flap:h3:h9",
             "dead" => "dead:HOST, e.g. dead:h5",
             "hang" => "hang:HOST, e.g. hang:h5",
+            "fabric" => "fabric:FACTOR, e.g. fabric:0.8",
             k => {
                 return Err(bad(format!(
-                    "no fault kind '{k}': one of host, nic, link, direction, flap, dead, hang"
+                    "no fault kind '{k}': one of host, nic, link, direction, flap, dead, hang, fabric"
                 )));
             }
         };
@@ -202,6 +207,7 @@ impl Fault {
             }
             ["dead", h] => Fault::Dead(host(h)?),
             ["hang", h] => Fault::Hang(host(h)?),
+            ["fabric", f] => Fault::Fabric(factor(f)?),
             _ => return Err(bad(format!("expected {usage}"))),
         };
         Ok(fault)
@@ -218,6 +224,7 @@ impl Fault {
             Fault::Flap(x, y) => Fault::Flap(a(x).min(a(y)), a(x).max(a(y))),
             Fault::Dead(h) => Fault::Dead(a(h)),
             Fault::Hang(h) => Fault::Hang(a(h)),
+            Fault::Fabric(f) => Fault::Fabric(f),
         }
     }
 
@@ -233,6 +240,7 @@ impl Fault {
             Fault::Link(a, b, _) | Fault::Flap(a, b) => v.kind == Kind::Link && v.hosts == [a, b],
             Fault::Direction(a, b, _) => v.kind == Kind::Direction && v.hosts == [a, b],
             Fault::Dead(h) | Fault::Hang(h) => v.kind == Kind::Lost && v.hosts == [h],
+            Fault::Fabric(_) => v.kind == Kind::Cluster,
         }
     }
 }
@@ -253,6 +261,7 @@ pub struct Truth {
     flap: BTreeSet<(usize, usize)>,
     dead: Vec<bool>,
     hang: Vec<bool>,
+    fabric: f64,
 }
 
 impl Truth {
@@ -267,6 +276,7 @@ impl Truth {
             flap: BTreeSet::new(),
             dead: vec![false; hosts],
             hang: vec![false; hosts],
+            fabric: 1.0,
         };
         for f in faults {
             match *f {
@@ -282,6 +292,7 @@ impl Truth {
                 }
                 Fault::Dead(h) => t.dead[h] = true,
                 Fault::Hang(h) => t.hang[h] = true,
+                Fault::Fabric(x) => t.fabric *= x,
             }
         }
         t
@@ -305,7 +316,7 @@ impl Truth {
         rng: &mut Rng,
     ) -> f64 {
         let h = self.hosts;
-        let mut f = self.port[ci * h + c].min(self.port[si * h + s]);
+        let mut f = self.port[ci * h + c].min(self.port[si * h + s]) * self.fabric;
         f *= self.path.get(&(c, s)).copied().unwrap_or(1.0);
         if self.flap.contains(&(c.min(s), c.max(s))) {
             f *= 0.2 + 0.6 * rng.unit();
@@ -548,9 +559,10 @@ impl Network for ModelNet<'_> {
                 let sigma = self.model.sigma(share, self.run_s);
                 let g = self.t.measure_on((f.ci, f.si), c, s, sigma, &mut self.rng) / share as f64;
                 let rail = (f.ci == f.si).then_some(f.ci);
+                let (cd, sd) = (sim_device(f.ci), sim_device(f.si));
                 let run = |role: &str, gbps: Option<f64>| {
                     json!({"client": c, "server": s, "role": role, "gbps": gbps, "error": null,
-                           "doc": null, "rail": rail, "client_device": null, "server_device": null,
+                           "doc": null, "rail": rail, "client_device": cd, "server_device": sd,
                            "verified": true, "corrupt": false, "rerun": "", "share": share})
                 };
                 per[c].push(run("client", Some(g)));
@@ -572,11 +584,27 @@ impl Network for ModelNet<'_> {
     }
 }
 
-/// The erdma-doctor document of a simulated host: no check ran (the
-/// model has no host to check), named as the host.
-fn sim_doctor(name: &str) -> Vec<u8> {
+/// The name of a simulated host's NIC `k`.
+fn sim_device(k: usize) -> String {
+    format!("sim{k}")
+}
+
+/// The erdma-doctor document of a simulated host: one check, `rdma.ports`,
+/// its `nics` NICs' ports active at `port_gbps` (what the job judges the
+/// pairs against), named as the host.
+fn sim_doctor(name: &str, nics: usize, port_gbps: f64) -> Vec<u8> {
+    let ports: Vec<Value> = (0..nics)
+        .map(|k| {
+            json!({"device": sim_device(k), "port": 1, "state": "PORT_ACTIVE",
+                   "phys_state": "LINK_UP", "netdev": null, "rate_gbps": port_gbps,
+                   "emulated": false})
+        })
+        .collect();
+    let check = json!({"id": "rdma.ports", "group": "rdma", "status": "ok",
+                       "found": "every simulated port PORT_ACTIVE, LINK_UP", "fix": null,
+                       "details": ports});
     json!({"tool": "erdma-doctor", "version": env!("CARGO_PKG_VERSION"), "host": name,
-           "status": "ok", "checks": [], "summary": {"ok": 0, "warn": 0, "fail": 0, "skip": 0}})
+           "status": "ok", "checks": [check], "summary": {"ok": 1, "warn": 0, "fail": 0, "skip": 0}})
     .to_string()
     .into_bytes()
 }
@@ -623,7 +651,10 @@ pub fn run_job(
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> (i32, job::PairStage) {
-    let docs: Vec<Vec<u8>> = names.iter().map(|n| sim_doctor(n)).collect();
+    let docs: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| sim_doctor(n, truth.nics, truth.port_gbps))
+        .collect();
     let mut net = ModelNet::new(truth, model.clone(), plan.plan.run_s, args.sim.seed);
     let ports = job::Ports::new(args.pair.pair_port, &vec![0; names.len()]);
     let stage = job::pair_stage(
@@ -659,7 +690,8 @@ pub fn score(
     // (lost, or confirmed by the retest: a warning only is not a find).
     let fails = |i: usize| {
         let v: &Verdict = &verdicts[i];
-        v.kind == Kind::Lost || confirmed.get(i).copied().unwrap_or(false)
+        let c = confirmed.get(i).copied().unwrap_or(false);
+        super::retest::verdict_status(v, c) == crate::doctor::Status::Fail
     };
     let found: Vec<Option<usize>> = faults
         .iter()
@@ -928,6 +960,7 @@ fn gather(
         lost: &[],
         schedule: None,
         retest: None,
+        port_rate: super::PortRate::Off,
     };
     let meta = RunMeta::now("erdma-cluster");
     let judgement = super::Judgement::of(&reports, &across, &stages);
@@ -1178,7 +1211,7 @@ mod tests {
         let v = &o.diagnosis.verdicts;
         if v.iter().any(|v| v.kind == Kind::Lost) {
             super::super::EXIT_LOST
-        } else if o.confirmed.iter().any(|c| *c) {
+        } else if o.confirmed.iter().any(|c| *c) || v.iter().any(|v| v.kind == Kind::Cluster) {
             super::super::EXIT_FAIL
         } else if v.is_empty() {
             super::super::EXIT_OK
@@ -1200,6 +1233,9 @@ mod tests {
             ("8x2", &["nic:h5:1:0.6", "host:h3:0.7"], 2),
             ("6", &["direction:h4:h0:0.6"], 2),
             ("8", &["dead:h6", "link:h1:h2:0.5"], 5),
+            // Uniformly 20% slow: no host differs, only the ports' rate
+            // (rdma.ports of the documents, --port-gbps here) shows it.
+            ("8x2", &["fabric:0.8"], 2),
         ];
         for &(shape, inject, want) in cases {
             let mut argv = vec!["erdma-cluster", "--simulate", shape, "--json", "--as-job"];
@@ -1258,6 +1294,90 @@ mod tests {
             let (plan, _) = stage.retest.expect("the job's retest");
             assert_eq!(plan.rounds.len(), o.retest_rounds, "{shape} {inject:?}");
         }
+    }
+
+    #[test]
+    fn a_uniformly_slow_cluster_fails_against_its_ports_without_a_baseline() {
+        use clap::Parser;
+        for (inject, rate, want) in [
+            ("fabric:0.8", "auto", 2),
+            ("fabric:0.95", "auto", 0),
+            // The hosts among themselves only, or against what the network
+            // gives (80 of the ports' nominal 100 Gb/s): no verdict.
+            ("fabric:0.8", "off", 0),
+            ("fabric:0.8", "80", 0),
+        ] {
+            let argv = ["erdma-cluster", "--simulate", "16x2", "--as-job", "--json"];
+            let args = super::super::Args::try_parse_from(argv.iter().copied().chain([
+                "--inject",
+                inject,
+                "--port-rate",
+                rate,
+            ]))
+            .unwrap();
+            let mut out = Vec::new();
+            let code = job_main(&args, &mut out, &mut Vec::new());
+            let doc: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(code, want, "{inject} {rate}: {:#}", doc["verdicts"]);
+            let cluster: Vec<&Value> = doc["verdicts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| v["kind"] == "cluster")
+                .collect();
+            if want == 0 {
+                assert!(cluster.is_empty(), "{cluster:?}");
+                continue;
+            }
+            // One per NIC, a failure, naming no host.
+            assert_eq!(cluster.len(), 2, "{:#}", doc["verdicts"]);
+            for v in cluster {
+                assert_eq!(v["status"], "fail");
+                assert_eq!(v["hosts"], serde_json::json!([]));
+                let r = v["numbers"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .find(|(k, _)| k.ends_with("_port_ratio"))
+                    .and_then(|(_, x)| x.as_f64())
+                    .unwrap();
+                assert!((0.75..0.85).contains(&r), "{r}");
+                assert!(
+                    v["why"].as_str().unwrap().contains("of the ports' rate"),
+                    "{v}"
+                );
+            }
+        }
+        let bad = super::super::Args::try_parse_from(["erdma-cluster", "--port-rate", "fast"]);
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("auto (the ports' own rate), off")
+        );
+        // The compact path finds it too, and a healthy cluster has no
+        // cluster verdict.
+        let t = Truth::new(64, 2, 100.0, &[Fault::Fabric(0.8)]);
+        let m = Model::default();
+        let plan = schedule::choose(64, None, &m, 1).unwrap();
+        let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
+        let o = run(&t, &plan, &m, &names, 1);
+        let (found, false_ones) = score(
+            &[Fault::Fabric(0.8)],
+            &o.diagnosis.verdicts,
+            &o.confirmed,
+            2,
+        );
+        assert!(
+            found[0].is_some() && false_ones.is_empty(),
+            "{:?}",
+            o.diagnosis.verdicts
+        );
+        let healthy = run(&Truth::new(64, 2, 100.0, &[]), &plan, &m, &names, 1);
+        assert!(
+            healthy.diagnosis.verdicts.is_empty(),
+            "{:?}",
+            healthy.diagnosis.verdicts
+        );
     }
 
     #[test]

@@ -649,3 +649,20 @@ fn hooks_are_read_by_name_among_others() {
     assert_eq!(super::hook_in("stop:0", "stop").as_deref(), Some("0"));
     assert_eq!(super::hook_in("", "slow"), None);
 }
+
+#[test]
+fn the_port_rate_comes_from_the_doctor_and_not_from_emulated_devices() {
+    let mut h = FakeHost::rig();
+    h.rdma.devices[0].vendor_id = Some(0x15b3);
+    let reports = parse_reports(&[doc("a", &h)]).unwrap();
+    assert_eq!(port_rate(&reports[0], Some("rxe0")), Some(2.5));
+    // erdma-perf's default device: the host's first.
+    assert_eq!(port_rate(&reports[0], None), Some(2.5));
+    // Soft-iWARP: a nominal rate, no reference.
+    assert_eq!(port_rate(&reports[0], Some("siw0:1")), None);
+    assert_eq!(port_rate(&reports[0], Some("mlx5_9")), None);
+    // Soft-RoCE's vendor id: the rig's devices are judged among themselves.
+    h.rdma.devices[0].vendor_id = Some(0x00ff_ffff);
+    let reports = parse_reports(&[doc("a", &h)]).unwrap();
+    assert_eq!(port_rate(&reports[0], Some("rxe0")), None);
+}
