@@ -277,6 +277,9 @@ impl Stages<'_> {
 pub struct HostReport {
     /// The MPI rank that ran it.
     pub rank: usize,
+    /// Its machine's name in the report ([`machine_names`]): the full host
+    /// name, with the machine id's start when another machine has the same.
+    pub name: String,
     /// The document (`erdma-doctor --json`).
     pub doc: Value,
     /// Whether another rank reported the same host.
@@ -284,9 +287,9 @@ pub struct HostReport {
 }
 
 impl HostReport {
-    /// The host name the rank reported.
+    /// The rank's machine, by name ([`HostReport::name`]).
     pub fn host(&self) -> &str {
-        self.doc["host"].as_str().unwrap_or("?")
+        &self.name
     }
 
     /// How the rank is named in the report: its host, with the rank added
@@ -331,11 +334,16 @@ pub fn parse_reports(raw: &[Vec<u8>]) -> Result<Vec<HostReport>, String> {
             }
             Ok(HostReport {
                 rank,
+                name: String::new(),
                 doc,
                 shares_host: false,
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let ids: Vec<Machine> = reports.iter().map(|r| Machine::of(&r.doc)).collect();
+    for (r, name) in reports.iter_mut().zip(machine_names(&ids)) {
+        r.name = name;
+    }
     let shared: Vec<usize> = ranks_by_host(&reports)
         .into_values()
         .filter(|ranks| ranks.len() > 1)
@@ -1028,15 +1036,106 @@ pub fn report(
     report_with(args, meta, raw, pairs, &Gathered::default(), out, err)
 }
 
-/// Each rank's host name, from the gathered doctor documents ("?" for one
-/// that is not JSON: [`report`] says so).
+/// Each rank's machine name ([`machine_names`]) from the gathered doctor
+/// documents ("?" for one that is not JSON: [`report`] says so).
 pub fn host_names(raw: &[Vec<u8>]) -> Vec<String> {
-    raw.iter()
+    let ids: Vec<Machine> = raw
+        .iter()
         .map(|b| {
             serde_json::from_slice::<Value>(b)
-                .ok()
-                .and_then(|d| d["host"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| "?".into())
+                .map_or_else(|_| Machine::default(), |d| Machine::of(&d))
+        })
+        .collect();
+    machine_names(&ids)
+}
+
+/// What tells a machine from another (issue 35): its machine id
+/// (`/etc/machine-id`, else the boot id) and its full host name, not the
+/// short one (`node1.rack-a` and `node1.rack-b` are two machines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Machine {
+    /// `/etc/machine-id` (or the boot id); empty when unknown.
+    pub id: String,
+    /// The full host name (`gethostname`); the short one of an older
+    /// document; "?" when none.
+    pub name: String,
+}
+
+impl Machine {
+    /// This process's machine.
+    pub fn this() -> Machine {
+        let id = crate::input::read_text("/etc/machine-id")
+            .map(|s| s.trim().to_owned())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(crate::nccltests::bootstrap::hosthash::boot_id);
+        Machine {
+            id,
+            name: full_hostname(),
+        }
+    }
+
+    /// The machine a rank's erdma-doctor document names: `machine_id` and
+    /// `hostname` (what erdma-cluster adds), else its short `host`.
+    pub fn of(doc: &Value) -> Machine {
+        let s = |k: &str| doc[k].as_str().filter(|v| !v.is_empty());
+        Machine {
+            id: s("machine_id").unwrap_or("").to_owned(),
+            name: s("hostname").or(s("host")).unwrap_or("?").to_owned(),
+        }
+    }
+
+    /// As one line for an exchange between the ranks: `ID NAME`.
+    pub fn to_line(&self) -> String {
+        format!("{} {}", self.id, self.name)
+    }
+
+    /// From [`Machine::to_line`]; "?" for what is not one (a lost rank).
+    pub fn from_line(line: &str) -> Machine {
+        match line.split_once(' ') {
+            Some((id, name)) if !name.is_empty() => Machine {
+                id: id.to_owned(),
+                name: name.to_owned(),
+            },
+            _ => Machine {
+                id: String::new(),
+                name: "?".into(),
+            },
+        }
+    }
+}
+
+/// This host's full name (`gethostname`, not cut at the first dot).
+pub fn full_hostname() -> String {
+    let mut buf = [0u8; 1024];
+    // SAFETY: buf is writable for its whole length; gethostname writes at
+    // most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return crate::nccltests::bootstrap::hosthash::short_hostname();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Each rank's machine name: its full host name, so that ranks of one
+/// machine share it and two machines never do; a name two machines (two
+/// ids) share gets `~` and the first 8 characters of the id (or the rank
+/// when the id is unknown).
+pub fn machine_names(ids: &[Machine]) -> Vec<String> {
+    ids.iter()
+        .enumerate()
+        .map(|(r, m)| {
+            let clash = ids.iter().any(|o| o.name == m.name && o.id != m.id);
+            if !clash {
+                return m.name.clone();
+            }
+            let tag: String = m.id.chars().take(8).collect();
+            if tag.is_empty() {
+                format!("{}~rank{r}", m.name)
+            } else {
+                format!("{}~{tag}", m.name)
+            }
         })
         .collect()
 }

@@ -28,12 +28,15 @@ fn out_checked(args: &Args) -> i32 {
     }
 }
 
-/// This rank's erdma-doctor document.
+/// This rank's erdma-doctor document, with what tells its machine from
+/// the others ([`cluster::Machine`]: `machine_id`, the full `hostname`).
 fn local_report(args: &Args, host: &SystemHost) -> Vec<u8> {
     let report = doctor::evaluate(host, &args.skip);
-    doctor::render_json(&RunMeta::now("erdma-doctor"), &report)
-        .to_string()
-        .into_bytes()
+    let mut doc = doctor::render_json(&RunMeta::now("erdma-doctor"), &report);
+    let me = cluster::Machine::this();
+    doc["machine_id"] = me.id.into();
+    doc["hostname"] = me.name.into();
+    doc.to_string().into_bytes()
 }
 
 /// Parses the arguments; on an error, `speak` decides whether this rank
@@ -613,14 +616,16 @@ pub fn run() -> i32 {
     // The reports to rank 0, the host names to every rank (a star through
     // rank 0 carries every byte it sends to everyone: names, not reports).
     let mine = local_report(&args, &host);
-    let name = cluster::host_names(std::slice::from_ref(&mine)).remove(0);
+    let me = cluster::Machine::of(&serde_json::from_slice(&mine).unwrap_or_default());
     let reports = world.gather(&mine, "gathering the hosts' checks");
-    let hosts: Vec<String> = world
-        .all_gather(name.as_bytes(), "gathering the host names")
+    // Every rank names the machines alike (the same list, the same
+    // function): two ranks on one machine share a name, two machines never.
+    let machines: Vec<cluster::Machine> = world
+        .all_gather(me.to_line().as_bytes(), "gathering the host names")
         .iter()
-        .map(|b| String::from_utf8_lossy(b).into_owned())
-        .map(|h| if h.is_empty() { "?".into() } else { h })
+        .map(|b| cluster::Machine::from_line(&String::from_utf8_lossy(b)))
         .collect();
+    let hosts = cluster::machine_names(&machines);
     let first = cluster::first_of_host(&hosts)[rank];
     let mut gathered = cluster::Gathered::default();
     let before = args.pair.pairs.then(|| counters(first));

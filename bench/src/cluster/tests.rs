@@ -666,3 +666,89 @@ fn the_port_rate_comes_from_the_doctor_and_not_from_emulated_devices() {
     let reports = parse_reports(&[doc("a", &h)]).unwrap();
     assert_eq!(port_rate(&reports[0], Some("rxe0")), None);
 }
+
+/// A rank's document as erdma-cluster sends it: the doctor's, with the
+/// machine id and the full host name.
+fn doc_on(short: &str, full: &str, id: &str) -> Vec<u8> {
+    let mut d: Value = serde_json::from_slice(&doc(short, &good())).unwrap();
+    d["hostname"] = full.into();
+    d["machine_id"] = id.into();
+    d.to_string().into_bytes()
+}
+
+#[test]
+fn a_host_is_its_machine_not_its_short_name() {
+    // Two machines whose short names are one: two hosts, two files.
+    let raw = vec![
+        doc_on("node1", "node1.rack-a", "aaaa1111"),
+        doc_on("node1", "node1.rack-b", "bbbb2222"),
+        doc_on("node2", "node2.rack-a", "cccc3333"),
+        // A second rank on the first machine.
+        doc_on("node1", "node1.rack-a", "aaaa1111"),
+    ];
+    let reports = parse_reports(&raw).unwrap();
+    let names: Vec<&str> = reports.iter().map(HostReport::host).collect();
+    assert_eq!(
+        names,
+        [
+            "node1.rack-a",
+            "node1.rack-b",
+            "node2.rack-a",
+            "node1.rack-a"
+        ]
+    );
+    assert_eq!(host_names(&raw), names);
+    let shared: Vec<bool> = reports.iter().map(|r| r.shares_host).collect();
+    assert_eq!(shared, [true, false, false, true]);
+    let files = file_names(&reports);
+    assert_eq!(
+        files,
+        [
+            "doctor-node1.rack-a-rank0.json",
+            "doctor-node1.rack-b.json",
+            "doctor-node2.rack-a.json",
+            "doctor-node1.rack-a-rank3.json"
+        ]
+    );
+    let across = cross_checks(&reports);
+    let one = across
+        .iter()
+        .find(|p| p.id == "cluster.one-rank-per-host")
+        .unwrap();
+    assert_eq!(one.hosts, ["node1.rack-a"]);
+    // Two machines with one full name (cloned images): told apart by id.
+    let ids = [
+        Machine {
+            id: "0123456789ab".into(),
+            name: "gpu".into(),
+        },
+        Machine {
+            id: "fedcba987654".into(),
+            name: "gpu".into(),
+        },
+        Machine {
+            id: String::new(),
+            name: "gpu".into(),
+        },
+        Machine {
+            id: "0123456789ab".into(),
+            name: "gpu".into(),
+        },
+    ];
+    assert_eq!(
+        machine_names(&ids),
+        ["gpu~01234567", "gpu~fedcba98", "gpu~rank2", "gpu~01234567"]
+    );
+    // The line the ranks exchange, both ways; an empty one (a lost rank).
+    assert_eq!(Machine::from_line(&ids[0].to_line()), ids[0]);
+    assert_eq!(Machine::from_line("").name, "?");
+    // An older document without them: its short name, as before.
+    let old = parse_reports(&[doc("a", &good())]).unwrap();
+    assert_eq!(old[0].host(), "a");
+    // This process: a full name at least as long as the short one.
+    let me = Machine::this();
+    assert!(
+        me.name
+            .starts_with(&crate::nccltests::bootstrap::hosthash::short_hostname())
+    );
+}
