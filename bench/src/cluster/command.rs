@@ -545,14 +545,7 @@ fn simulate() -> i32 {
         Ok(a) if a.sim.as_job => {
             cluster::simulate::job_main(&a, &mut cli::Stdout, &mut std::io::stderr().lock())
         }
-        Ok(a) => cluster::simulate::main(
-            &a.sim,
-            a.json,
-            a.out.as_deref(),
-            a.drain,
-            &mut cli::Stdout,
-            &mut std::io::stderr().lock(),
-        ),
+        Ok(a) => cluster::simulate::main(&a, &mut cli::Stdout, &mut std::io::stderr().lock()),
         Err(code) => code,
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::diagnose::{self, Diagnosis, Input, Kind, Rail, Verdict};
 use super::job::{self, Network};
-use super::schedule::{self, Model, Plan, Rng};
+use super::schedule::{Model, Plan, Rng};
 use super::steps::{self, JobPlan, Round};
 
 /// Exit status: every injected fault found and classified right, and no
@@ -394,7 +394,19 @@ impl Job<'_> {
 
 /// Simulates one job: the plan's rounds, the first diagnosis, the retest
 /// rounds with good hosts, the final diagnosis.
-pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Outcome {
+///
+/// Each round takes `steps` steps of the job (its rails one after another,
+/// each direction its own step without `--budget`:
+/// [`JobPlan::steps_per_round`]); every step costs the model's overhead and
+/// one run, as the job's prediction counts them.
+pub fn run(
+    t: &Truth,
+    plan: &Plan,
+    steps: usize,
+    m: &Model,
+    names: &[String],
+    seed: u64,
+) -> Outcome {
     let n = t.hosts;
     let mut job = Job {
         t,
@@ -407,7 +419,7 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
     let sigma = m.sigma(plan.partners, plan.run_s);
     let mut wall = 0.0;
     for r in 0..plan.rounds {
-        wall += m.round_s(plan.run_s);
+        wall += steps as f64 * m.round_s(plan.run_s);
         let mut hung = false;
         for flow in plan.round(r) {
             hung |= job.flow(flow, sigma, false);
@@ -438,7 +450,7 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
     let sigma1 = m.sigma(1, plan.run_s);
     let mut pairs = 0;
     for round in &rounds {
-        wall += m.round_s(plan.run_s);
+        wall += steps as f64 * m.round_s(plan.run_s);
         for &(a, b) in round {
             pairs += 1;
             job.flow((a, b), sigma1, true);
@@ -619,20 +631,14 @@ pub fn job_main(
     out: &mut dyn std::io::Write,
     err: &mut dyn std::io::Write,
 ) -> i32 {
-    let s = match setup(&args.sim) {
+    let s = match setup(args) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "erdma-cluster: {e}");
             return super::EXIT_USAGE;
         }
     };
-    let plan = match super::job_plan(args, s.hosts, s.nics) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = writeln!(err, "erdma-cluster: {e}");
-            return super::EXIT_USAGE;
-        }
-    };
+    let plan = s.job.clone();
     let names = sim_names(s.hosts);
     let truth = Truth::new(s.hosts, s.nics, args.sim.port_gbps, &s.faults);
     let (code, _) = run_job(args, &plan, &truth, &names, &s.model, out, err);
@@ -711,9 +717,16 @@ struct Setup {
     faults: Vec<Fault>,
     plan: Plan,
     model: Model,
+    /// The job's schedule for this cluster (`plan` is its pairs): its
+    /// steps per round and its prediction.
+    job: JobPlan,
 }
 
-fn setup(a: &SimArgs) -> Result<Setup, String> {
+/// The simulation of `args`: the cluster's shape and faults, and the
+/// schedule the job would run on it ([`super::job_plan`]: `--budget`,
+/// `--perf-args -D`, `--cross-rails`, as the job reads them).
+fn setup(args: &super::Args) -> Result<Setup, String> {
+    let a = &args.sim;
     let shape = a.simulate.as_deref().unwrap_or("");
     let (hosts, nics) = parse_shape(shape)?;
     let faults = a
@@ -725,7 +738,11 @@ fn setup(a: &SimArgs) -> Result<Setup, String> {
         noise: a.noise,
         ..Model::default()
     };
-    let plan = schedule::choose(hosts, a.budget.map(|m| m * 60.0), &model, a.seed)?;
+    let job = super::job_plan(args, hosts, nics)?;
+    let plan = Plan {
+        seed: a.seed,
+        ..job.plan.clone()
+    };
     Ok(Setup {
         hosts,
         nics,
@@ -733,6 +750,7 @@ fn setup(a: &SimArgs) -> Result<Setup, String> {
         faults,
         plan,
         model,
+        job,
     })
 }
 
@@ -753,15 +771,9 @@ impl ClusterResult {
 
 /// `erdma-cluster --simulate`: prints the report to `out`; returns the exit
 /// status ([`EXIT_MATCH`], [`EXIT_MISMATCH`], usage 3, output 4).
-pub fn main(
-    a: &SimArgs,
-    json_out: bool,
-    out_dir: Option<&std::path::Path>,
-    drain: Option<super::drain::Mode>,
-    out: &mut dyn std::io::Write,
-    err: &mut dyn std::io::Write,
-) -> i32 {
-    let s = match setup(a) {
+pub fn main(args: &super::Args, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> i32 {
+    let (a, json_out, out_dir, drain) = (&args.sim, args.json, args.out.as_deref(), args.drain);
+    let s = match setup(args) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "erdma-cluster: {e}");
@@ -785,7 +797,8 @@ pub fn main(
                 s.faults.clone()
             };
             let truth = Truth::new(s.hosts, s.nics, a.port_gbps, &faults);
-            let mut outcome = run(&truth, &plan, &s.model, &names, seed);
+            let steps = s.job.steps_per_round();
+            let mut outcome = run(&truth, &plan, steps, &s.model, &names, seed);
             if i > 0 || !a.documents {
                 // 16 MB per NIC at 1000 hosts: kept for --documents only.
                 outcome.rails = Vec::new();
@@ -1007,10 +1020,7 @@ fn render_text(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
     let budget = a
         .budget
         .map_or_else(String::new, |b| format!(" (--budget {b} min)"));
-    t.push_str(&format!(
-        "# schedule{budget}: {}\n",
-        s.plan.describe(&s.model)
-    ));
+    t.push_str(&format!("# schedule{budget}: {}\n", s.job.describe()));
     if !s.plan.finds_capacity_cuts() {
         t.push_str("# note: several flows share each port: a link whose capacity is cut shows only under its share (docs/cluster-diagnosis.md)\n");
     }
@@ -1053,7 +1063,7 @@ fn render_text(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         r0.false_ones.len(),
         if r0.false_ones.len() == 1 { "" } else { "s" },
         o.wall_s,
-        s.plan.predicted_wall_s(&s.model),
+        s.job.predicted_wall_s(),
         r0.elapsed_s
     ));
     if results.len() > 1 {
@@ -1114,9 +1124,10 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
                      "seed": a.seed, "inject": s.specs, "budget_min": a.budget, "shuffle": a.shuffle},
         "schedule": {"pattern": s.plan.pattern.as_str(), "partners": s.plan.partners,
                      "run_s": s.plan.run_s, "rounds": s.plan.rounds, "retest_rounds_max": s.plan.retest_rounds,
-                     "overhead_s": s.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
-                     "describe": s.plan.describe(&s.model)},
-        "predicted_wall_s": s.plan.predicted_wall_s(&s.model),
+                     "overhead_s": s.job.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
+                     "steps_per_round": s.job.steps_per_round(), "together": s.job.together,
+                     "describe": s.job.describe()},
+        "predicted_wall_s": s.job.predicted_wall_s(),
         "simulated_wall_s": o.wall_s,
         "retest": {"suspects": o.suspects, "rounds": o.retest_rounds, "pairs": o.retest_pairs,
                    "not_retested": o.not_retested},
@@ -1244,11 +1255,11 @@ mod tests {
                 argv.extend_from_slice(inject);
             }
             let args = super::super::Args::try_parse_from(&argv).unwrap();
-            let st = setup(&args.sim).unwrap();
+            let st = setup(&args).unwrap();
             let names = sim_names(st.hosts);
             let truth = Truth::new(st.hosts, st.nics, 100.0, &st.faults);
             // The job's schedule and the simulator's: the same pairs.
-            let jp = super::super::job_plan(&args, st.hosts, st.nics).unwrap();
+            let jp = st.job.clone();
             let mut job_cells = jp.planned();
             let mut sim_cells = first_flows(&st.plan, args.sim.seed);
             job_cells.sort_unstable();
@@ -1257,7 +1268,14 @@ mod tests {
             let (mut out, mut err) = (Vec::new(), Vec::new());
             let (code, stage) = run_job(&args, &jp, &truth, &names, &st.model, &mut out, &mut err);
             let doc: Value = serde_json::from_slice(&out).expect("the job's JSON");
-            let o = run(&truth, &st.plan, &st.model, &names, args.sim.seed);
+            let o = run(
+                &truth,
+                &st.plan,
+                st.job.steps_per_round(),
+                &st.model,
+                &names,
+                args.sim.seed,
+            );
             assert_eq!(code, want, "{shape} {inject:?}: {doc:#}");
             assert_eq!(sim_exit(&o), want, "{shape} {inject:?}");
             assert_eq!(doc["exit_status"], want);
@@ -1358,9 +1376,9 @@ mod tests {
         // cluster verdict.
         let t = Truth::new(64, 2, 100.0, &[Fault::Fabric(0.8)]);
         let m = Model::default();
-        let plan = schedule::choose(64, None, &m, 1).unwrap();
+        let plan = super::super::schedule::choose(64, None, &m, 1).unwrap();
         let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
-        let o = run(&t, &plan, &m, &names, 1);
+        let o = run(&t, &plan, 1, &m, &names, 1);
         let (found, false_ones) = score(
             &[Fault::Fabric(0.8)],
             &o.diagnosis.verdicts,
@@ -1372,7 +1390,7 @@ mod tests {
             "{:?}",
             o.diagnosis.verdicts
         );
-        let healthy = run(&Truth::new(64, 2, 100.0, &[]), &plan, &m, &names, 1);
+        let healthy = run(&Truth::new(64, 2, 100.0, &[]), &plan, 1, &m, &names, 1);
         assert!(
             healthy.diagnosis.verdicts.is_empty(),
             "{:?}",
@@ -1397,10 +1415,10 @@ mod tests {
             .collect();
         let t = Truth::new(64, 2, 100.0, &faults);
         let m = Model::default();
-        let plan = schedule::choose(64, None, &m, 1).unwrap();
+        let plan = super::super::schedule::choose(64, None, &m, 1).unwrap();
         let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
         for seed in 0..3 {
-            let o = run(&t, &plan, &m, &names, seed);
+            let o = run(&t, &plan, 1, &m, &names, seed);
             let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, &o.confirmed, 2);
             assert!(
                 found.iter().all(Option::is_some),
