@@ -5,9 +5,11 @@
 //! A round is a list of directed flows (client, server); in a round every
 //! host is the client of at most `partners` flows and the server of at most
 //! `partners` flows on each NIC: a port sends and receives at once (full
-//! duplex), so a pair's two directions run together. All NICs of a host run
-//! the same round on their own rail at once, so the NIC count does not change
-//! the time.
+//! duplex), so a pair's two directions run together. In this module's own
+//! time model ([`choose`], [`Plan::predicted_wall_s`]) all NICs of a host run
+//! the same round on their own rail at once; the job runs the rails one
+//! after another, and its prediction ([`super::steps::JobPlan`]) is the one
+//! the job and the simulator print.
 
 /// The time model of one round (docs/cluster-diagnosis.md, "The model").
 #[derive(Debug, Clone, PartialEq)]
