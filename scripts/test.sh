@@ -102,6 +102,8 @@ if [[ $QUICK == 0 ]]; then
   else
     echo "warning: Miri is not installed (scripts/setup.sh installs it): skipped" >&2
   fi
+  step "loom: a CQ's polls, a lane's dedication and dropped QPs' leftovers, every interleaving (scripts/loom.sh)"
+  scripts/loom.sh 2>&1 | tail -3
   # The criterion benches: clippy --all-targets type-checks them and the rig
   # builds and runs each once (criterion's --test mode, test profile), so no
   # release build of the whole tree here.
@@ -117,6 +119,15 @@ if [[ $QUICK == 0 ]]; then
   cargo publish --dry-run --allow-dirty -p erdma-sys -p erdma >target/publish.log 2>&1 ||
     { cat target/publish.log; echo "error: cargo publish --dry-run failed" >&2; exit 1; }
   grep -E '^ *(Packaged|Verifying)' target/publish.log
+  # Both crates name "MIT OR Apache-2.0": each package carries both texts
+  # (symlinks to the repository root's files, packaged as their contents).
+  VER=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+  for c in erdma-sys erdma; do
+    for f in LICENSE-MIT LICENSE-APACHE; do
+      tar tzf "target/package/$c-$VER.crate" | grep -qx "$c-$VER/$f" ||
+        { echo "error: the $c package lacks $f (add it to $c/Cargo.toml's include)" >&2; exit 1; }
+    done
+  done
   MSRV=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
   if ! cargo "+$MSRV" --version >/dev/null 2>&1; then
     echo "error: the MSRV toolchain $MSRV is not installed (scripts/setup.sh installs it)" >&2; exit 1

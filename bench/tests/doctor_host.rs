@@ -87,6 +87,78 @@ fn doctor_json_and_arguments() {
     assert!(out.contains("Exit status: 0 all ok"));
 }
 
+/// On a host without the NVIDIA driver (CI) the GPU health checks skip,
+/// saying NVML is missing; --expect-gpus turns gpu.count into a failure
+/// with the action, and a bad ERDMA_EXPECT_GPUS is named.
+#[test]
+fn gpu_health_without_nvml() {
+    if Path::new("/dev/nvidiactl").exists() {
+        return;
+    }
+    const HEALTH: [&str; 9] = [
+        "gpu.count",
+        "gpu.xid",
+        "gpu.ecc",
+        "gpu.remap",
+        "gpu.nvlink",
+        "gpu.clocks",
+        "gpu.temperature",
+        "gpu.power",
+        "gpu.persistence",
+    ];
+    let (_, out, _) = run(DOCTOR, &["--json"], &[]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for id in HEALTH {
+        let c = v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing"));
+        assert_eq!(c["status"], "skip", "{c}");
+        assert_eq!(c["group"], "gpu");
+        assert!(
+            c["found"]
+                .as_str()
+                .unwrap()
+                .starts_with("GPU health not checked: libnvidia-ml.so.1 not found"),
+            "{c}"
+        );
+    }
+    let (code, out, _) = run(
+        DOCTOR,
+        &[
+            "--expect-gpus",
+            "8",
+            "--skip",
+            "rdma,limits,nccl,container,gpu.driver,gpu.nccl",
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(status_of(&out, "gpu.count"), "fail");
+    assert!(
+        out.contains("expected 8 GPUs, but NVML is not available"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fix: install or load the NVIDIA driver"),
+        "{out}"
+    );
+    let (_, out, _) = run(
+        DOCTOR,
+        &["--skip", "rdma,limits,nccl,container"],
+        &[("ERDMA_EXPECT_GPUS", "x")],
+    );
+    assert_eq!(status_of(&out, "gpu.count"), "fail");
+    assert!(
+        out.contains("ERDMA_EXPECT_GPUS=x is not a GPU count"),
+        "{out}"
+    );
+    let (code, _, _) = run(DOCTOR, &["--expect-gpus", "-1"], &[]);
+    assert_eq!(code, 3);
+}
+
 #[test]
 fn doctor_without_libibverbs() {
     let (code, out, _) = run(

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -17,11 +17,13 @@ use crate::ffi::{self, Ptr};
 use crate::pending::{self, WrId};
 use crate::port::c_enum;
 use crate::qp::QpShared;
+use gate::{Depths, PollGate};
 
 #[cfg(feature = "tokio")]
 mod asyncio;
+mod gate;
 #[cfg(feature = "tokio")]
-pub use asyncio::AsyncCompletionQueue;
+pub use asyncio::{AsyncCompletionQueue, Posted};
 
 c_enum! {
     /// Status of a work completion (`ibv_wc_status`); `Display` gives the
@@ -228,12 +230,10 @@ pub(crate) struct CqInner {
     /// The QPs whose completions come here, to release the memory their
     /// finished requests held.
     qps: Mutex<Attached>,
-    /// Serves a [`crate::Lane`] alone, for good (set under `qps`'s lock):
-    /// no other QP may use it and only the lane polls it.
-    dedicated: AtomicBool,
-    /// Calls of [`CompletionQueue::poll`] in progress: dedication waits for
-    /// them, so that none that began before takes a lane's completions.
-    pollers: AtomicU32,
+    /// Whether it serves a [`crate::Lane`] (marked under `qps`'s lock), and
+    /// the calls of [`CompletionQueue::poll`] in progress, which the mark
+    /// waits for.
+    gate: PollGate,
     /// Whether `qps` has retired QPs (read without the lock on the polling
     /// path, which looks at the list only when it is set).
     has_retired: AtomicBool,
@@ -244,20 +244,9 @@ pub(crate) struct CqInner {
 #[derive(Default)]
 struct Attached {
     by_generation: HashMap<u32, Weak<QpShared>, BuildHasherDefault<GenHasher>>,
-    reserved: u64,
-    /// QPs dropped (and destroyed) with requests outstanding on a queue
-    /// using this CQ: their completions may still be here (issue 34 hole
-    /// 10). Each keeps its generation held and `left` entries of
-    /// `reserved`, until that many of its completions were polled or the
-    /// CQ is seen empty.
-    retired: Vec<Retired>,
-}
-
-/// A dropped QP whose completions may still be in a CQ.
-struct Retired {
-    generation: u32,
-    /// The most completions of it that can still be in the CQ.
-    left: u64,
+    /// The room reserved, and the dropped QPs whose completions may still
+    /// be here (issue 34 hole 10).
+    depths: Depths,
 }
 
 /// Hashes a QP generation for [`Attached`]: generations are handed out by
@@ -286,9 +275,7 @@ impl Hasher for GenHasher {
 impl Drop for CqInner {
     fn drop(&mut self) {
         let a = self.qps.get_mut().unwrap_or_else(|e| e.into_inner());
-        for r in a.retired.drain(..) {
-            pending::release_generation(r.generation);
-        }
+        a.depths.swept(pending::release_generation);
         if let Ok(lib) = ffi::verbs() {
             // SAFETY: every QP using this CQ holds an Arc to it, so none is
             // left; completion events were acked when received.
@@ -399,8 +386,7 @@ impl CompletionQueue {
                 ctx: ctx.clone(),
                 entries: actual,
                 qps: Mutex::new(Attached::default()),
-                dedicated: AtomicBool::new(false),
-                pollers: AtomicU32::new(0),
+                gate: PollGate::new(),
                 has_retired: AtomicBool::new(false),
             }),
         })
@@ -442,8 +428,7 @@ impl CompletionQueue {
                 "the CQ serves a Lane, alone: create another CQ for this QP",
             ));
         }
-        let want = a.reserved + u64::from(n);
-        if want > u64::from(self.inner.entries) {
+        if let Err(want) = a.depths.reserve(n, self.inner.entries) {
             return Err(Error::invalid(
                 "ibv_create_qp",
                 format!(
@@ -452,13 +437,11 @@ impl CompletionQueue {
                 ),
             ));
         }
-        a.reserved = want;
         Ok(())
     }
 
     pub(crate) fn unreserve(&self, n: u32) {
-        let mut a = self.attached();
-        a.reserved = a.reserved.saturating_sub(u64::from(n));
+        self.attached().depths.unreserve(n);
     }
 
     /// A QP that used this CQ for a queue of depth `reserved`, with
@@ -470,29 +453,17 @@ impl CompletionQueue {
     /// destroyed, after which the device adds no completion of it.
     pub(crate) fn retire(&self, generation: u32, reserved: u32, outstanding: usize) {
         let mut a = self.attached();
-        let keep = (outstanding as u64).min(u64::from(reserved));
-        a.reserved = a.reserved.saturating_sub(u64::from(reserved) - keep);
-        if keep == 0 {
-            return;
+        // A lane's CQ: the lane drained it when it took it, and its own
+        // QP's requests are not tracked here.
+        let dedicated = self.is_dedicated();
+        if a.depths
+            .retire(generation, reserved, outstanding, dedicated)
+        {
+            pending::hold_generation(generation);
         }
-        if self.is_dedicated() {
-            // A lane's CQ: the lane drained it when it took it, and its own
-            // QP's requests are not tracked here.
-            a.reserved = a.reserved.saturating_sub(keep);
-            return;
+        if a.depths.has_retired() {
+            self.inner.has_retired.store(true, Ordering::Release);
         }
-        match a.retired.iter_mut().find(|r| r.generation == generation) {
-            // Both queues of the QP on this CQ.
-            Some(r) => r.left += keep,
-            None => {
-                pending::hold_generation(generation);
-                a.retired.push(Retired {
-                    generation,
-                    left: keep,
-                });
-            }
-        }
-        self.inner.has_retired.store(true, Ordering::Release);
     }
 
     /// A completion of the dropped QP of `generation` was polled: one
@@ -503,15 +474,9 @@ impl CompletionQueue {
             return;
         }
         let mut a = self.attached();
-        let Some(i) = a.retired.iter().position(|r| r.generation == generation) else {
-            return;
-        };
-        a.reserved = a.reserved.saturating_sub(1);
-        a.retired[i].left -= 1;
-        if a.retired[i].left == 0 {
-            a.retired.swap_remove(i);
-            pending::release_generation(generation);
-            if a.retired.is_empty() {
+        if let Some(g) = a.depths.stale(generation) {
+            pending::release_generation(g);
+            if !a.depths.has_retired() {
                 self.inner.has_retired.store(false, Ordering::Release);
             }
         }
@@ -519,9 +484,9 @@ impl CompletionQueue {
 
     /// Called when the CQ returned fewer completions than asked while
     /// dropped QPs are retired here: under the lock (no QP retires
-    /// meanwhile), and when no other poll is running (one could hold a
-    /// stale completion it has not translated yet), polls once more; an
-    /// empty CQ then holds no completion of any retired QP (each was
+    /// meanwhile) polls once more; when that finds the CQ empty and then no
+    /// other poll is running (one could hold a stale completion it has not
+    /// translated yet), no completion of any retired QP is left (each was
     /// destroyed before it was retired), so their depths and generations
     /// are given back. A completion that poll finds is translated into
     /// `out` (room for one is checked); returns how many were written.
@@ -533,19 +498,15 @@ impl CompletionQueue {
         let mut wc = MaybeUninit::<sys::ibv_wc>::zeroed();
         let n = {
             let mut a = self.attached();
-            if self.inner.pollers.load(Ordering::SeqCst) != 1 {
-                return 0;
-            }
             // SAFETY: live CQ; wc has room for one entry.
             let n = unsafe { sys::inline::ibv_poll_cq(self.inner.raw.0, 1, wc.as_mut_ptr()) };
-            if n == 0 {
-                let Attached {
-                    retired, reserved, ..
-                } = &mut *a;
-                for r in retired.drain(..) {
-                    *reserved = reserved.saturating_sub(r.left);
-                    pending::release_generation(r.generation);
-                }
+            // Empty first, alone then: a poll that took a completion before
+            // this one found the CQ empty is still counted now (testing
+            // first let a poll take a retired QP's last completion between
+            // the test and the empty poll, and the generation go back while
+            // it was in hand: found by the loom model of cq/gate.rs).
+            if n == 0 && self.inner.gate.alone() {
+                a.depths.swept(pending::release_generation);
                 self.inner.has_retired.store(false, Ordering::Release);
             }
             n
@@ -561,12 +522,12 @@ impl CompletionQueue {
 
     /// Completions outstanding at most on the queues attached to this CQ.
     pub fn reserved(&self) -> u64 {
-        self.attached().reserved
+        self.attached().depths.reserved
     }
 
     /// Whether the CQ serves a [`crate::Lane`].
     fn is_dedicated(&self) -> bool {
-        self.inner.dedicated.load(Ordering::Acquire)
+        self.inner.gate.is_dedicated()
     }
 
     /// `Ok` when the QP of `generation` is the only one using this CQ (its
@@ -589,8 +550,8 @@ impl CompletionQueue {
         let mut a = self.attached();
         let attached = a.by_generation.keys().filter(|&&g| g != generation).count();
         // Dropped QPs' leftovers are no other user: the lane drains them.
-        let retired: u64 = a.retired.iter().map(|r| r.left).sum();
-        let others = if a.reserved.saturating_sub(retired) > own {
+        let retired = a.depths.retired_left();
+        let others = if a.depths.reserved.saturating_sub(retired) > own {
             attached.max(1)
         } else {
             attached
@@ -607,17 +568,10 @@ impl CompletionQueue {
         }
         if mark {
             a.by_generation.remove(&generation);
-            // SeqCst with poll's increment and load: either a poll sees the
-            // mark, or this sees the poll and waits until it has returned.
-            self.inner.dedicated.store(true, Ordering::SeqCst);
-            // Wait with the lock released (issue 34 hole 9): a poll in
-            // progress takes it to translate what it polled, and would wait
-            // for this thread while this thread waits for it. Meanwhile the
-            // mark, set under the lock, keeps new QPs and new polls out.
-            drop(a);
-            while self.inner.pollers.load(Ordering::SeqCst) != 0 {
-                std::thread::yield_now();
-            }
+            // Marked under the lock, which it releases before waiting for
+            // the polls in progress (issue 34 hole 9; the loom models of
+            // cq/gate.rs). Meanwhile the mark keeps new QPs and polls out.
+            self.inner.gate.mark(a);
         }
         Ok(())
     }
@@ -626,21 +580,14 @@ impl CompletionQueue {
     /// marked it): no completion of a retired QP is left, and none is ever
     /// matched here again, so their depths and generations are given back.
     pub(crate) fn drained(&self) {
-        let mut a = self.attached();
-        let Attached {
-            retired, reserved, ..
-        } = &mut *a;
-        for r in retired.drain(..) {
-            *reserved = reserved.saturating_sub(r.left);
-            pending::release_generation(r.generation);
-        }
+        self.attached().depths.swept(pending::release_generation);
         self.inner.has_retired.store(false, Ordering::Release);
     }
 
     /// Undoes [`CompletionQueue::dedicate`] for a lane that was not made.
     pub(crate) fn undedicate(&self) {
         let _a = self.attached();
-        self.inner.dedicated.store(false, Ordering::Release);
+        self.inner.gate.unmark();
     }
 
     pub(crate) fn attach(&self, generation: u32, qp: Weak<QpShared>) {
@@ -667,17 +614,20 @@ impl CompletionQueue {
     /// A CQ that serves a [`crate::Lane`] is polled through the lane only
     /// ([`Error::InvalidArgument`] here).
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
-        self.inner.pollers.fetch_add(1, Ordering::SeqCst);
-        let polled = if self.inner.dedicated.load(Ordering::SeqCst) {
-            Err(Error::invalid(
-                "CompletionQueue::poll",
-                "this CQ serves a Lane: poll it with Lane::poll_send/poll_recv",
-            ))
-        } else {
-            self.poll_shared(out)
-        };
-        self.inner.pollers.fetch_sub(1, Ordering::Release);
+        if !self.inner.gate.enter() {
+            return Err(self.lanes_cq());
+        }
+        let polled = self.poll_shared(out);
+        self.inner.gate.leave();
         polled
+    }
+
+    #[cold]
+    fn lanes_cq(&self) -> Error {
+        Error::invalid(
+            "CompletionQueue::poll",
+            "this CQ serves a Lane: poll it with Lane::poll_send/poll_recv",
+        )
     }
 
     /// [`CompletionQueue::poll`] on a CQ no lane owns (counted in `pollers`).

@@ -20,9 +20,12 @@
 //!   and refuses a post that could overrun it ([`Error::QueueFull`]: poll
 //!   first). Every request counts, signaled or not: a QP that goes to the
 //!   error state completes each outstanding request with a flush
-//!   completion. An unsignaled send's credit comes back when a signaled send
-//!   posted after it completes successfully (the queue then proves it done
-//!   without a completion of its own), or with its own error completion.
+//!   completion. An unsignaled WRITE's or SEND's credit comes back when a
+//!   signaled send posted after it completes successfully (the queue then
+//!   proves it done without a completion of its own), or with its own error
+//!   completion; an unsignaled READ's or atomic's only when a signaled READ
+//!   or atomic posted after it succeeds (on siw a WRITE completes before an
+//!   earlier READ's response has landed), or with its own error completion.
 //!
 //! A region bound to a lane counts as in use until the lane is dropped: read
 //! and write it by copies ([`crate::MemoryRegion::read_at`],
@@ -124,7 +127,7 @@ pub struct Lane {
     /// One CQ for both queues.
     shared: bool,
     /// The credits of unsignaled sends, until they are known done.
-    runs: Runs,
+    runs: Silent,
     /// The local keys of the regions bound to the QP: a slice of one of
     /// them needs no new binding (a live region's key is its own).
     lkeys: RefCell<Vec<u32>>,
@@ -194,9 +197,110 @@ impl CqSide {
 /// The credits of unsignaled sends. Such a send completes without a
 /// completion when it succeeds, and with one (its error, or a flush when the
 /// QP went to the error state) when it fails: until the lane knows which, it
-/// holds a credit. It knows when a signaled send posted after it completes
-/// successfully: a send queue completes in order, and the first failure
-/// moves the QP to the error state, where every later request is flushed.
+/// holds a credit. It knows when a request posted after it completes
+/// successfully, if every supported provider finishes that request after
+/// it; the first failure moves the QP to the error state, where every later
+/// request is flushed. Which later requests prove it done depends on what it
+/// is (issue 34 hole 1):
+/// - an RDMA WRITE or SEND is done once the device has sent it: a send
+///   queue sends in order, so the success of any send posted after it
+///   proves it done;
+/// - an RDMA READ or atomic is done only when its response has landed in
+///   the sink. On siw (and iWARP generally) a WRITE or SEND completes when
+///   it is sent, before the response of a READ posted earlier has arrived;
+///   only a later READ or atomic, whose response comes after the earlier
+///   ones' on every provider (IB and iWARP return responses in order),
+///   proves it done.
+///
+/// So a lane keeps two [`Runs`]: the unsignaled WRITEs and SENDs, closed by
+/// any signaled send and counted against every successful send completion,
+/// and the unsignaled READs and atomics, closed only by a signaled READ or
+/// atomic and counted against successful READ and atomic completions only.
+struct Silent {
+    /// Unsignaled WRITEs and SENDs.
+    sends: Runs,
+    /// Unsignaled READs and atomics.
+    reads: Runs,
+    /// `sends.open + reads.open`: what a signaled post tests (one load)
+    /// before it closes anything.
+    open: Cell<u32>,
+}
+
+impl Silent {
+    fn new(limit: u32) -> Silent {
+        Silent {
+            sends: Runs::new(limit, false),
+            reads: Runs::new(limit, true),
+            open: Cell::new(0),
+        }
+    }
+
+    /// The run an unsignaled request joins.
+    #[inline]
+    fn of(&self, reads: bool) -> &Runs {
+        if reads { &self.reads } else { &self.sends }
+    }
+
+    /// An unsignaled request was posted (its credit taken); `reads` when it
+    /// is a READ or atomic.
+    #[cold]
+    fn unsignaled(&self, reads: bool) {
+        self.of(reads).unsignaled();
+        self.open.set(self.open.get() + 1);
+    }
+
+    /// The unsignaled request just counted failed to post.
+    #[cold]
+    fn unsignaled_failed(&self, reads: bool) {
+        self.of(reads).unsignaled_failed();
+        self.open.set(self.open.get() - 1);
+    }
+
+    /// A signaled request was posted while some run is open (its credit
+    /// taken); `reads` when it is a READ or atomic, `outstanding` the
+    /// credits the send CQ has lent. It closes the open run of WRITEs and
+    /// SENDs, and, if it is a READ or atomic, the open run of those: a
+    /// WRITE or SEND proves no READ done (the READs stay open until one
+    /// does).
+    #[cold]
+    fn close(&self, reads: bool, outstanding: u32) {
+        // Every credit lent that is not an unsignaled request's: signaled
+        // sends (this one included, so at least 1), and receives on a shared
+        // CQ. An upper bound on the signaled READs and atomics too.
+        let signaled = outstanding
+            .saturating_sub(self.sends.held.get() + self.reads.held.get())
+            .max(1);
+        if self.sends.open.get() != 0 {
+            self.sends.close(signaled);
+        }
+        if reads && self.reads.open.get() != 0 {
+            self.reads.close(signaled);
+        }
+        self.open.set(self.sends.open.get() + self.reads.open.get());
+    }
+
+    /// Whether a closed run waits for completions (what a poll tests).
+    #[inline]
+    fn waiting(&self) -> bool {
+        (self.sends.ahead.get() | self.reads.ahead.get()) != 0
+    }
+
+    /// The credits of the runs that `polled` proves done.
+    #[cold]
+    fn retire(&self, polled: &[Completion], shared: bool) -> u32 {
+        let done = self.sends.retire(polled, shared) + self.reads.retire(polled, shared);
+        self.open.set(self.sends.open.get() + self.reads.open.get());
+        done
+    }
+
+    /// Credits held by unsignaled requests not yet known done.
+    #[cfg(test)]
+    fn held(&self) -> u32 {
+        self.sends.held.get() + self.reads.held.get()
+    }
+}
+
+/// The credits of one kind of unsignaled request ([`Silent`]).
 ///
 /// Unsignaled sends since the last signaled one form the open run; a
 /// signaled send closes it, and the run waits in `closed` until as many
@@ -216,6 +320,8 @@ struct Runs {
     /// Closed runs, oldest first; room for one per credit, reserved when the
     /// lane is made (a post never allocates).
     closed: RefCell<VecDeque<Run>>,
+    /// READs and atomics: only their successes count.
+    reads: bool,
 }
 
 /// A closed run of unsignaled sends.
@@ -229,12 +335,13 @@ struct Run {
 }
 
 impl Runs {
-    fn new(limit: u32) -> Runs {
+    fn new(limit: u32, reads: bool) -> Runs {
         Runs {
             open: Cell::new(0),
             held: Cell::new(0),
             ahead: Cell::new(0),
             closed: RefCell::new(VecDeque::with_capacity(limit as usize)),
+            reads,
         }
     }
 
@@ -253,15 +360,12 @@ impl Runs {
         self.held.set(self.held.get() - 1);
     }
 
-    /// A signaled send was posted after the open run (its credit taken);
-    /// `outstanding` is the credits the send CQ has lent, these sends'
-    /// included. The run then waits for the signaled sends outstanding.
-    #[cold]
-    fn close(&self, outstanding: u32) {
+    /// A signaled request that proves this run done once it succeeds was
+    /// posted after it (its credit taken); `signaled` bounds the signaled
+    /// requests outstanding, it included (at least 1). The run then waits
+    /// for that many successes.
+    fn close(&self, signaled: u32) {
         let credits = self.open.replace(0);
-        // Every credit lent that is not an unsignaled send's: signaled sends
-        // (this one included, so at least 1), and receives on a shared CQ.
-        let signaled = outstanding.saturating_sub(self.held.get()).max(1);
         let ahead = self.ahead.get();
         let after = if self.closed.borrow().is_empty() {
             signaled
@@ -275,9 +379,9 @@ impl Runs {
     }
 
     /// Counts the successful send completions among `polled` (the send CQ's;
-    /// with `shared`, receives come too and are skipped) against the closed
-    /// runs; returns the credits of the runs now done.
-    #[cold]
+    /// with `shared`, receives come too and are skipped; for READs and
+    /// atomics, only theirs) against the closed runs; returns the credits of
+    /// the runs now done.
     fn retire(&self, polled: &[Completion], shared: bool) -> u32 {
         let mut closed = self.closed.borrow_mut();
         let mut done = 0;
@@ -293,8 +397,17 @@ impl Runs {
                 self.held.set(self.open.get());
                 return done;
             }
-            // A receive's opcode has IBV_WC_RECV set.
-            let send_ok = !(shared && c.0.opcode & sys::IBV_WC_RECV != 0);
+            // A receive's opcode has IBV_WC_RECV set; READs and atomics
+            // count for the runs of READs and atomics, every send for the
+            // others.
+            let send_ok = if self.reads {
+                matches!(
+                    c.0.opcode,
+                    sys::IBV_WC_RDMA_READ | sys::IBV_WC_COMP_SWAP | sys::IBV_WC_FETCH_ADD
+                )
+            } else {
+                !(shared && c.0.opcode & sys::IBV_WC_RECV != 0)
+            };
             let Some(front) = closed.front_mut().filter(|_| send_ok) else {
                 continue;
             };
@@ -367,7 +480,7 @@ impl Lane {
         Ok(Lane {
             raw_qp: Ptr(qp.as_raw()),
             ops,
-            runs: Runs::new(scq.entries()),
+            runs: Silent::new(scq.entries()),
             send: CqSide::new(&scq, "send completion"),
             recv: CqSide::new(&rcq, "receive completion"),
             shared,
@@ -390,7 +503,8 @@ impl Lane {
     /// Completions the send CQ can still take before a send is refused (the
     /// receive CQ's, when it is the same): each send takes one, signaled or
     /// not (an unsignaled send's comes back when a later signaled send
-    /// completes successfully).
+    /// completes successfully; an unsignaled READ's or atomic's only when a
+    /// later signaled READ or atomic does).
     pub fn send_credits(&self) -> u32 {
         self.send.credits.get()
     }
@@ -456,6 +570,7 @@ impl Lane {
             lane: self,
             wr: Boxed::new(wr, sges),
             signaled: request.signaled,
+            reads: request.op.writes_local(),
             imm: request.op.has_imm(),
         })
     }
@@ -543,15 +658,22 @@ impl Lane {
     }
 }
 
-/// The credit a send takes when posted, signaled or not; a signaled one
-/// closes the run of unsignaled sends before it.
+/// The credit a send takes when posted, signaled or not (`reads`: a READ or
+/// atomic); a signaled one closes the runs of unsignaled requests before it
+/// that its success proves done ([`Silent`]).
 #[inline]
-fn take_send(send: &CqSide, runs: &Runs, signaled: bool, qp_num: impl Fn() -> u32) -> Result<()> {
+fn take_send(
+    send: &CqSide,
+    runs: &Silent,
+    signaled: bool,
+    reads: bool,
+    qp_num: impl Fn() -> u32,
+) -> Result<()> {
     send.take(qp_num)?;
     if !signaled {
-        runs.unsignaled();
+        runs.unsignaled(reads);
     } else if runs.open.get() != 0 {
-        runs.close(send.taken());
+        runs.close(reads, send.taken());
     }
     Ok(())
 }
@@ -559,10 +681,10 @@ fn take_send(send: &CqSide, runs: &Runs, signaled: bool, qp_num: impl Fn() -> u3
 /// The credits `polled` (completions of `side`'s CQ, `sends` when it is the
 /// send CQ, `shared` when receives complete there too) give back.
 #[inline]
-fn give_polled(side: &CqSide, runs: &Runs, sends: bool, shared: bool, polled: &[Completion]) {
+fn give_polled(side: &CqSide, runs: &Silent, sends: bool, shared: bool, polled: &[Completion]) {
     // Each completion is one request's, which took a credit.
     side.give(polled.len() as u32);
-    if sends && runs.ahead.get() != 0 {
+    if sends && runs.waiting() {
         side.give(runs.retire(polled, shared));
     }
 }
@@ -714,6 +836,8 @@ pub struct PreparedSend<'l> {
     lane: &'l Lane,
     wr: Boxed<sys::ibv_send_wr>,
     signaled: bool,
+    /// A READ or atomic: the device writes its local memory ([`Silent`]).
+    reads: bool,
     imm: bool,
 }
 
@@ -730,13 +854,16 @@ impl fmt::Debug for PreparedSend<'_> {
 impl PreparedSend<'_> {
     /// Posts the request. It takes one of the send CQ's credits, signaled or
     /// not ([`Error::QueueFull`] when none is left: poll first; an unsignaled
-    /// send's credit comes back with the next signaled send's success); a
-    /// full send queue is the provider's error (`ENOMEM`: poll, or signal
+    /// send's credit comes back with the next signaled send's success, an
+    /// unsignaled READ's or atomic's with the next signaled READ's or
+    /// atomic's: signal one now and then when posting READs); a full send queue is the provider's error (`ENOMEM`: poll, or signal
     /// more often).
     #[inline]
     pub fn post(&mut self) -> Result<()> {
         let lane = self.lane;
-        take_send(&lane.send, &lane.runs, self.signaled, || lane.qp.qp_num())?;
+        take_send(&lane.send, &lane.runs, self.signaled, self.reads, || {
+            lane.qp.qp_num()
+        })?;
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the provider's post_send (Ops) on a live QP in RTS that
         // only this lane posts on; the request and the entries its sg_list
@@ -753,7 +880,7 @@ impl PreparedSend<'_> {
     #[cold]
     fn failed(&self, rc: i32) -> Result<()> {
         if !self.signaled {
-            self.lane.runs.unsignaled_failed();
+            self.lane.runs.unsignaled_failed(self.reads);
         }
         // A signaled send that closed a run and then failed to post leaves
         // the run waiting for one more success than needed: later, never
@@ -1102,8 +1229,8 @@ mod tests {
 
     #[test]
     fn unsignaled_sends_hold_credits_until_a_later_signaled_one_succeeds() {
-        let (s, runs) = (side(8), Runs::new(8));
-        let post = |signaled| take_send(&s, &runs, signaled, || 1);
+        let (s, runs) = (side(8), Silent::new(8));
+        let post = |signaled| take_send(&s, &runs, signaled, false, || 1);
         post(false).unwrap();
         post(false).unwrap();
         post(true).unwrap(); // closes the run of 2
@@ -1118,48 +1245,48 @@ mod tests {
         );
         give_polled(&s, &runs, true, false, &[ok_send()]);
         assert_eq!(
-            (s.credits.get(), runs.held.get(), runs.ahead.get()),
+            (s.credits.get(), runs.held(), runs.sends.ahead.get()),
             (8, 0, 0)
         );
     }
 
     #[test]
     fn every_post_takes_a_credit_and_none_is_lent_twice() {
-        let (s, runs) = (side(4), Runs::new(4));
+        let (s, runs) = (side(4), Silent::new(4));
         for _ in 0..4 {
-            take_send(&s, &runs, false, || 1).unwrap();
+            take_send(&s, &runs, false, false, || 1).unwrap();
         }
-        let e = take_send(&s, &runs, true, || 9).unwrap_err();
+        let e = take_send(&s, &runs, true, false, || 9).unwrap_err();
         assert!(matches!(e, Error::QueueFull { qp_num: 9, .. }), "{e}");
-        assert_eq!(runs.held.get(), 4);
+        assert_eq!(runs.held(), 4);
     }
 
     #[test]
     fn flushed_runs_come_back_through_their_own_completions_only() {
         // The QP went to error: each unsignaled send flushes, one completion
         // each; the signaled send after them flushes too, and proves nothing.
-        let (s, runs) = (side(8), Runs::new(8));
+        let (s, runs) = (side(8), Silent::new(8));
         for _ in 0..3 {
-            take_send(&s, &runs, false, || 1).unwrap();
+            take_send(&s, &runs, false, false, || 1).unwrap();
         }
         give_polled(&s, &runs, true, false, &[flushed(), flushed(), flushed()]);
-        take_send(&s, &runs, true, || 1).unwrap();
+        take_send(&s, &runs, true, false, || 1).unwrap();
         give_polled(&s, &runs, true, false, &[flushed()]);
         assert_eq!(s.credits.get(), 8);
         // Only a success retires a run, and none comes on a QP in error: the
         // error forgets the runs waiting (their credits came back above).
-        assert_eq!((runs.closed.borrow().len(), runs.held.get()), (0, 0));
+        assert_eq!((runs.sends.closed.borrow().len(), runs.held()), (0, 0));
     }
 
     #[test]
     fn on_a_shared_cq_receives_only_delay_a_run() {
-        let (s, runs) = (side(8), Runs::new(8));
+        let (s, runs) = (side(8), Silent::new(8));
         s.take(|| 1).unwrap(); // a receive outstanding
-        take_send(&s, &runs, false, || 1).unwrap();
-        take_send(&s, &runs, true, || 1).unwrap();
+        take_send(&s, &runs, false, false, || 1).unwrap();
+        take_send(&s, &runs, true, false, || 1).unwrap();
         // The bound counts the receive as a signaled send: two successes.
         assert_eq!(
-            runs.closed.borrow()[0],
+            runs.sends.closed.borrow()[0],
             Run {
                 after: 2,
                 credits: 1
@@ -1170,47 +1297,100 @@ mod tests {
         let recv = wc(sys::IBV_WC_SUCCESS, sys::IBV_WC_RECV);
         give_polled(&s, &runs, false, true, &[recv]);
         assert_eq!(s.credits.get(), 7, "a receive proves no send done");
-        take_send(&s, &runs, true, || 1).unwrap();
+        take_send(&s, &runs, true, false, || 1).unwrap();
         give_polled(&s, &runs, true, true, &[ok_send()]);
         assert_eq!(s.credits.get(), 8);
     }
 
     #[test]
     fn a_lane_posting_on_a_qp_in_error_keeps_no_runs_without_end() {
-        let (s, runs) = (side(4), Runs::new(4));
-        take_send(&s, &runs, false, || 1).unwrap();
-        take_send(&s, &runs, true, || 1).unwrap();
+        let (s, runs) = (side(4), Silent::new(4));
+        take_send(&s, &runs, false, false, || 1).unwrap();
+        take_send(&s, &runs, true, false, || 1).unwrap();
         give_polled(&s, &runs, true, false, &[flushed(), flushed()]);
         for _ in 0..if cfg!(miri) { 100 } else { 10_000 } {
-            take_send(&s, &runs, false, || 1).unwrap();
-            take_send(&s, &runs, true, || 1).unwrap();
-            assert!(runs.closed.borrow().len() <= 1);
+            take_send(&s, &runs, false, false, || 1).unwrap();
+            take_send(&s, &runs, true, false, || 1).unwrap();
+            assert!(runs.sends.closed.borrow().len() <= 1);
             give_polled(&s, &runs, true, false, &[flushed(), flushed()]);
         }
-        assert_eq!((s.credits.get(), runs.held.get()), (4, 0));
+        assert_eq!((s.credits.get(), runs.held()), (4, 0));
     }
 
-    /// A send queue as a device runs it: in order, the first failure moving
-    /// the QP to error and flushing every request after it; completions
-    /// for signaled successes and for every failure.
+    fn ok_read() -> Completion {
+        wc(sys::IBV_WC_SUCCESS, sys::IBV_WC_RDMA_READ)
+    }
+
+    /// Issue 34 hole 1, on siw: an unsignaled READ, then a signaled WRITE
+    /// that completes when it is sent, before the READ's response: its
+    /// success must not give the READ's credit back (a READ that then fails
+    /// adds a completion); a later signaled READ's success does.
+    #[test]
+    fn a_write_proves_no_earlier_read_done() {
+        let (s, runs) = (side(8), Silent::new(8));
+        take_send(&s, &runs, false, true, || 1).unwrap(); // unsignaled READ
+        take_send(&s, &runs, false, false, || 1).unwrap(); // unsignaled WRITE
+        take_send(&s, &runs, true, false, || 1).unwrap(); // signaled WRITE
+        give_polled(&s, &runs, true, false, &[ok_send()]);
+        assert_eq!(
+            (s.credits.get(), runs.reads.held.get()),
+            (7, 1),
+            "the WRITEs' credits back, the READ's kept"
+        );
+        take_send(&s, &runs, true, true, || 1).unwrap(); // signaled READ
+        take_send(&s, &runs, true, false, || 1).unwrap(); // signaled WRITE
+        // The WRITE completes first (sent), the READs still in flight.
+        give_polled(&s, &runs, true, false, &[ok_send()]);
+        assert_eq!(s.credits.get(), 6, "a WRITE's success proves no READ done");
+        give_polled(&s, &runs, true, false, &[ok_read()]);
+        assert_eq!((s.credits.get(), runs.held()), (8, 0));
+    }
+
+    /// A send queue as siw runs it: requests are sent in order; a WRITE or
+    /// SEND completes when sent, a READ when its response has landed
+    /// (responses come in order, after the request was sent), so a later
+    /// WRITE can complete before an earlier READ. The first failure moves
+    /// the QP to error and flushes every request after it; completions for
+    /// signaled successes and for every failure.
     #[derive(Default)]
     struct Device {
-        sq: VecDeque<bool>,
+        /// Not yet sent: (signaled, READ).
+        sq: VecDeque<(bool, bool)>,
+        /// READs sent, waiting for their responses: signaled.
+        orq: VecDeque<bool>,
         cq: VecDeque<Completion>,
         error: bool,
     }
 
     impl Device {
-        fn step(&mut self, fail: bool) {
-            let Some(signaled) = self.sq.pop_front() else {
+        fn send(&mut self, fail: bool) {
+            let Some((signaled, read)) = self.sq.pop_front() else {
+                return;
+            };
+            if self.error || fail {
+                self.error = true;
+                self.cq.push_back(flushed());
+            } else if read {
+                self.orq.push_back(signaled);
+            } else if signaled {
+                self.cq.push_back(ok_send());
+            }
+        }
+
+        fn respond(&mut self, fail: bool) {
+            let Some(signaled) = self.orq.pop_front() else {
                 return;
             };
             if self.error || fail {
                 self.error = true;
                 self.cq.push_back(flushed());
             } else if signaled {
-                self.cq.push_back(ok_send());
+                self.cq.push_back(ok_read());
             }
+        }
+
+        fn idle(&self) -> bool {
+            self.sq.is_empty() && self.orq.is_empty()
         }
     }
 
@@ -1226,27 +1406,31 @@ mod tests {
         let steps = if cfg!(miri) { 200 } else { 20_000 };
         for case in 0..if cfg!(miri) { 4 } else { 200 } {
             let limit = 1 + rand(16) as u32;
-            let (s, runs) = (side(limit), Runs::new(limit));
+            let (s, runs) = (side(limit), Silent::new(limit));
             let mut dev = Device::default();
             let fail_at = rand(4 * steps);
+            // Some cases post no READs: the WRITE/SEND runs alone.
+            let reads = case % 4 != 0;
             for step in 0..steps {
-                match rand(3) {
+                match rand(4) {
                     0 => {
                         let signaled = rand(3) == 0;
-                        if take_send(&s, &runs, signaled, || 1).is_ok() {
-                            dev.sq.push_back(signaled);
+                        let read = reads && rand(3) == 0;
+                        if take_send(&s, &runs, signaled, read, || 1).is_ok() {
+                            dev.sq.push_back((signaled, read));
                         }
                     }
-                    1 => dev.step(step == fail_at),
+                    1 => dev.send(step == fail_at),
+                    2 => dev.respond(step == fail_at),
                     _ => {
                         let k = (1 + rand(4) as usize).min(dev.cq.len());
                         let polled: Vec<Completion> = dev.cq.drain(..k).collect();
                         give_polled(&s, &runs, true, false, &polled);
                     }
                 }
-                // In the worst case every request still queued completes
-                // (a flush): the CQ must have room for all of them.
-                let can_come = (dev.cq.len() + dev.sq.len()) as u32;
+                // In the worst case every request not yet finished completes
+                // (an error or a flush): the CQ must have room for all.
+                let can_come = (dev.cq.len() + dev.sq.len() + dev.orq.len()) as u32;
                 assert!(
                     can_come <= s.taken(),
                     "case {case} step {step}: {can_come} completions can come, {} credits lent",
@@ -1254,12 +1438,13 @@ mod tests {
                 );
             }
             if !dev.error {
-                // Drained, and one signaled send to close the last run.
-                if take_send(&s, &runs, true, || 1).is_ok() {
-                    dev.sq.push_back(true);
+                // Drained, and one signaled READ to close the last runs.
+                if take_send(&s, &runs, true, true, || 1).is_ok() {
+                    dev.sq.push_back((true, true));
                 }
-                while !dev.sq.is_empty() {
-                    dev.step(false);
+                while !dev.idle() {
+                    dev.send(false);
+                    dev.respond(false);
                 }
                 let polled: Vec<Completion> = dev.cq.drain(..).collect();
                 give_polled(&s, &runs, true, false, &polled);

@@ -81,7 +81,7 @@ pub use context::{
     AtomicCap, Context, DeviceAttributes, ERDMA_VENDOR_ID, ERDMA_VENDOR_PART_ID, Protocol,
 };
 #[cfg(feature = "tokio")]
-pub use cq::AsyncCompletionQueue;
+pub use cq::{AsyncCompletionQueue, Posted};
 pub use cq::{CompletionQueue, CqOptions, WcOpcode, WcStatus, WorkCompletion};
 pub use device::{Device, DeviceList, Guid, NoDevicesReason, Transport, devices};
 pub use endpoint::{ConnectOptions, Endpoint};

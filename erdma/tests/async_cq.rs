@@ -159,15 +159,43 @@ fn payload(q: usize, m: usize) -> Vec<u8> {
     p
 }
 
+/// The calling thread's CPU time (user + system) and context switches
+/// (voluntary: it slept; involuntary: it was preempted) so far.
+fn thread_usage() -> (Duration, u64, u64) {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: RUSAGE_THREAD fills the struct, which has room for it.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, ru.as_mut_ptr()) };
+    assert_eq!(rc, 0, "getrusage");
+    // SAFETY: zeroed, then filled by the kernel.
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    (
+        tv(ru.ru_utime) + tv(ru.ru_stime),
+        ru.ru_nvcsw as u64,
+        ru.ru_nivcsw as u64,
+    )
+}
+
+/// What one round trip of a ping-pong cost its client: wall time, and per
+/// completion (a send's and a receive's per round trip) the waiting
+/// thread's CPU time and how often it slept.
+#[derive(Clone, Copy, Debug)]
+struct Cost {
+    per_round_trip: Duration,
+    cpu_per_completion: Duration,
+    sleeps_per_completion: f64,
+}
+
 /// Ping-pong: each message sent, its echo awaited and compared; both sides
-/// wait as `mode` says. Returns the time per round trip.
-fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) -> Duration {
+/// wait as `mode` says. Returns the time per round trip, and the client
+/// thread's CPU time and sleeps per completion.
+fn echo_pingpong_cost(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) -> Cost {
     const RING: usize = 32;
     let server_addr: SocketAddr = (ips[1], port).into();
     // Room for the receives whose echo's acknowledgement is still on its
     // way back: the server posts a buffer again once its send completed.
     let server = echo_server(server_addr, RING, n, mode);
-    let dt = runtime().block_on(async {
+    let (dt, cpu, sleeps) = runtime().block_on(async {
         let id = CmId::resolve(server_addr, Some((ips[0], 0).into()), T).unwrap();
         let ctx = id.context().unwrap();
         let pd = ctx.alloc_pd().unwrap();
@@ -189,6 +217,7 @@ fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) 
             sent[k] = true;
         };
         let t0 = Instant::now();
+        let u0 = thread_usage();
         for m in 0..n {
             let k = m % 2;
             while !sent[k] {
@@ -212,29 +241,41 @@ fn echo_pingpong(ips: [IpAddr; 2], port: u16, what: &str, n: usize, mode: Wait) 
             assert!(inb.as_slice().unwrap() == &p[..], "echo of message {m}");
         }
         let dt = t0.elapsed();
+        let u1 = thread_usage();
         while sent != [true, true] {
             let wc = next_wc(&acq, mode).await;
             send_done(wc, &mut sent);
         }
         id.disconnect().unwrap();
-        dt
+        (dt, u1.0 - u0.0, u1.1 - u0.1)
     });
     assert_eq!(server.join().unwrap(), n);
     let per = dt / n as u32;
+    // Two completions per round trip on the client: its send's and the
+    // echo's receive (the last sends' are waited for after the clock).
+    let completions = 2 * n as u32;
+    let cost = Cost {
+        per_round_trip: per,
+        cpu_per_completion: cpu / completions,
+        sleeps_per_completion: sleeps as f64 / f64::from(completions),
+    };
     eprintln!(
-        "{what}: {n} echoes of {SIZE} B ({mode:?} waits) verified in {dt:?} ({:.1} us per round trip)",
-        per.as_secs_f64() * 1e6
+        "{what}: {n} echoes of {SIZE} B ({mode:?} waits) verified in {dt:?} ({:.1} us per round trip; client CPU {:.1} us and {:.2} sleeps per completion)",
+        per.as_secs_f64() * 1e6,
+        cost.cpu_per_completion.as_secs_f64() * 1e6,
+        cost.sleeps_per_completion
     );
-    per
+    cost
 }
 
 /// The async ping-pong, then the same with blocking and busy-poll waits (a
 /// fifth as many round trips) on the same pair, for the cost of each.
 fn echo_three_ways(ips: [IpAddr; 2], port: u16, what: &str) {
     let n = round_trips();
-    let a = echo_pingpong(ips, port, what, n, Wait::Async);
-    let b = echo_pingpong(ips, port + 1, what, (n / 5).max(1), Wait::Blocking);
-    let p = echo_pingpong(ips, port + 2, what, (n / 5).max(1), Wait::Busy);
+    let ca = echo_pingpong_cost(ips, port, what, n, Wait::Async);
+    let cb = echo_pingpong_cost(ips, port + 1, what, (n / 5).max(1), Wait::Blocking);
+    let cp = echo_pingpong_cost(ips, port + 2, what, (n / 5).max(1), Wait::Busy);
+    let (a, b, p) = (ca.per_round_trip, cb.per_round_trip, cp.per_round_trip);
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     eprintln!(
         "{what} round trip: async {:.1} us, blocking {:.1} us, busy poll {:.1} us (async/blocking {:.2}, async/busy {:.2})",
@@ -243,6 +284,15 @@ fn echo_three_ways(ips: [IpAddr; 2], port: u16, what: &str) {
         us(p),
         us(a) / us(b),
         us(a) / us(p)
+    );
+    eprintln!(
+        "{what} client CPU per completion: async {:.1} us ({:.2} sleeps), blocking {:.1} us ({:.2} sleeps), busy poll {:.1} us ({:.2} sleeps)",
+        us(ca.cpu_per_completion),
+        ca.sleeps_per_completion,
+        us(cb.cpu_per_completion),
+        cb.sleeps_per_completion,
+        us(cp.cpu_per_completion),
+        cp.sleeps_per_completion
     );
 }
 
@@ -470,4 +520,197 @@ fn rxe_dropped_future_loses_nothing() {
         id.disconnect().unwrap();
     });
     assert_eq!(server.join().unwrap(), 1);
+}
+
+/// `f`'s completion, within the tests' time limit.
+async fn within(f: impl std::future::Future<Output = Result<WorkCompletion>>) -> WorkCompletion {
+    tokio::time::timeout(T, f).await.unwrap().unwrap()
+}
+
+/// Round trips of the per-request awaits.
+fn awaited_round_trips() -> usize {
+    env_usize("ERDMA_ASYNC_AWAITED", 300)
+}
+
+/// Each request's own completion awaited through its [`Posted`] handle:
+/// the receive first (the send's completion, polled on the way, is kept
+/// for it), the send first, or both at once; every echo checked. Then the
+/// refusals, and a receive whose future is dropped while it waits: its
+/// completion comes once, from a later `next`, and its region stays busy
+/// until then.
+fn awaited_requests(ips: [IpAddr; 2], port: u16, what: &str) {
+    let n = awaited_round_trips();
+    let server_addr: SocketAddr = (ips[1], port).into();
+    let server = echo_server(server_addr, 8, n + 1, Wait::Async);
+    let t0 = Instant::now();
+    runtime().block_on(async {
+        let id = CmId::resolve(server_addr, Some((ips[0], 0).into()), T).unwrap();
+        let ctx = id.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = channel_cq(&ctx, 8);
+        let acq = cq.to_async().unwrap();
+        let qp = id.create_qp(&pd, &cq, &cq, &caps(4)).unwrap();
+        id.connect(&qp, &ConnParams::default(), T).unwrap();
+        let mut out = pd.register(vec![0u8; SIZE], AccessFlags::empty()).unwrap();
+        let mut inb = pd
+            .register(vec![0u8; SIZE], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        for m in 0..n {
+            let p = payload(1, m);
+            out.as_mut_slice().unwrap().copy_from_slice(&p);
+            let (rid, sid) = (2 * m as u64, 2 * m as u64 + 1);
+            let recv = acq
+                .post_recv(&qp, RecvRequest::new([inb.all()]).wr_id(rid))
+                .unwrap();
+            let send = acq
+                .post_send(&qp, SendRequest::send([out.all()]).wr_id(sid))
+                .unwrap();
+            assert_eq!((recv.qp_num(), recv.wr_id()), (qp.qp_num(), rid));
+            let (r, s) = match m % 3 {
+                0 => {
+                    let r = within(recv.completion()).await;
+                    (r, within(send.completion()).await)
+                }
+                1 => {
+                    let s = within(send.completion()).await;
+                    (within(recv.completion()).await, s)
+                }
+                _ => tokio::join!(within(recv.completion()), within(send.completion())),
+            };
+            r.ok().unwrap();
+            s.ok().unwrap();
+            assert_eq!((r.wr_id, s.wr_id), (rid, sid), "message {m}");
+            assert_eq!(r.opcode, WcOpcode::Recv, "message {m}");
+            assert!(inb.as_slice().unwrap() == &p[..], "echo of message {m}");
+        }
+        let rtt = t0.elapsed() / n as u32;
+        // Refused: nothing to await, or another CQ's request.
+        let e = acq
+            .post_send(&qp, SendRequest::send([out.all()]).unsignaled())
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        let other = channel_cq(&ctx, 8);
+        let other = other.to_async().unwrap();
+        let e = other
+            .post_recv(&qp, RecvRequest::new([inb.all()]))
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        assert_eq!(qp.outstanding(), (0, 0), "refused requests are not posted");
+        // A receive whose future is dropped while it waits (nothing sent).
+        let p = payload(1, n);
+        out.as_mut_slice().unwrap().copy_from_slice(&p);
+        let recv = acq
+            .post_recv(&qp, RecvRequest::new([inb.all()]).wr_id(7))
+            .unwrap();
+        for _ in 0..3 {
+            let r = tokio::time::timeout(Duration::from_millis(20), recv.completion()).await;
+            assert!(r.is_err(), "nothing was sent, yet {r:?}");
+        }
+        assert!(
+            matches!(inb.as_slice(), Err(Error::Busy { .. })),
+            "the receive still holds its region"
+        );
+        // Its echo arrives while the send's completion is awaited: polled
+        // then or later, it is returned once, by `next`.
+        let send = acq
+            .post_send(&qp, SendRequest::send([out.all()]).wr_id(8))
+            .unwrap();
+        assert_eq!(within(send.completion()).await.wr_id, 8);
+        let r = within(acq.next()).await;
+        assert_eq!((r.wr_id, r.status), (7, WcStatus::Success));
+        assert!(inb.as_slice().unwrap() == &p[..]);
+        // Nothing twice: no completion is left, parked or in the CQ.
+        let r = tokio::time::timeout(Duration::from_millis(50), acq.next()).await;
+        assert!(r.is_err(), "{r:?}");
+        let mut rest = [WorkCompletion::default(); 4];
+        assert_eq!(cq.poll(&mut rest).unwrap(), 0);
+        assert_eq!(qp.outstanding(), (0, 0));
+        id.disconnect().unwrap();
+        eprintln!(
+            "{what}: {n} echoes, each request's completion awaited by its handle, verified ({:.1} us per round trip); a dropped future's completion returned once",
+            rtt.as_secs_f64() * 1e6
+        );
+    });
+    assert_eq!(server.join().unwrap(), n + 1);
+}
+
+/// Two tasks awaiting their own requests on one CQ: one posts each
+/// message's receive and awaits it, the other sends the message and awaits
+/// the send. Each task's polls take the other's completions too, which it
+/// keeps for it and wakes it to take: no completion lost, none twice, no
+/// wakeup lost (each wait bounded by the test's limit).
+fn awaited_across_tasks(ips: [IpAddr; 2], port: u16, what: &str) {
+    use std::rc::Rc;
+    let n = awaited_round_trips();
+    let server_addr: SocketAddr = (ips[1], port).into();
+    let server = echo_server(server_addr, 8, n, Wait::Async);
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime(), async {
+        let id = CmId::resolve(server_addr, Some((ips[0], 0).into()), T).unwrap();
+        let ctx = id.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = channel_cq(&ctx, 8);
+        let acq = Rc::new(cq.to_async().unwrap());
+        let qp = Rc::new(id.create_qp(&pd, &cq, &cq, &caps(4)).unwrap());
+        id.connect(&qp, &ConnParams::default(), T).unwrap();
+        let mut out = pd.register(vec![0u8; SIZE], AccessFlags::empty()).unwrap();
+        let mut inb = pd
+            .register(vec![0u8; SIZE], AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        let (posted_tx, mut posted_rx) = tokio::sync::mpsc::unbounded_channel();
+        let receiver = {
+            let (acq, qp) = (acq.clone(), qp.clone());
+            tokio::task::spawn_local(async move {
+                for m in 0..n {
+                    let recv = acq
+                        .post_recv(&qp, RecvRequest::new([inb.all()]).wr_id(m as u64))
+                        .unwrap();
+                    posted_tx.send(m).unwrap();
+                    let r = within(recv.completion()).await;
+                    assert_eq!((r.wr_id, r.opcode), (m as u64, WcOpcode::Recv));
+                    assert!(inb.as_slice().unwrap() == &payload(2, m)[..], "echo of {m}");
+                }
+            })
+        };
+        let sender = {
+            let (acq, qp) = (acq.clone(), qp.clone());
+            tokio::task::spawn_local(async move {
+                for m in 0..n {
+                    assert_eq!(posted_rx.recv().await, Some(m));
+                    out.as_mut_slice().unwrap().copy_from_slice(&payload(2, m));
+                    let wr_id = (1 << 32) | m as u64;
+                    let send = acq
+                        .post_send(&qp, SendRequest::send([out.all()]).wr_id(wr_id))
+                        .unwrap();
+                    let s = within(send.completion()).await;
+                    assert_eq!((s.wr_id, s.opcode), (wr_id, WcOpcode::Send));
+                }
+            })
+        };
+        receiver.await.unwrap();
+        sender.await.unwrap();
+        let r = tokio::time::timeout(Duration::from_millis(50), acq.next()).await;
+        assert!(r.is_err(), "a completion left over: {r:?}");
+        assert_eq!(qp.outstanding(), (0, 0));
+        id.disconnect().unwrap();
+    });
+    assert_eq!(server.join().unwrap(), n);
+    eprintln!("{what}: {n} echoes, receives and sends awaited by two tasks on one CQ, verified");
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn rxe_awaited_requests() {
+    awaited_requests(rig().rxe_ip, 7531, "rxe");
+    awaited_across_tasks(rig().rxe_ip, 7532, "rxe");
+}
+
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn siw_awaited_requests() {
+    let ip = rig()
+        .siw_ip
+        .expect("ERDMA_RIG_SIW is empty: the rig ran without --siw");
+    awaited_requests(ip, 7541, "siw");
+    awaited_across_tasks(ip, 7542, "siw");
 }

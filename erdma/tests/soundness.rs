@@ -480,6 +480,143 @@ fn siw_read_sink_released_only_by_its_own_completion() {
     server.join().unwrap();
 }
 
+/// Issue 34 hole 1 through a lane, on siw: a large unsignaled READ, then a
+/// signaled WRITE, which siw completes when it is sent, before the READ's
+/// response has landed. Polling the WRITE must not give the READ's credit
+/// back (a READ that then fails adds a completion the credits would not
+/// count): whenever it is back, the sink holds the peer's bytes. A later
+/// signaled READ's success gives it back; the sink is never lendable while
+/// the lane lives, and holds the peer's bytes once the lane is gone.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn siw_lane_read_credit_kept_until_a_read_proves_it_done() {
+    let _siw = siw_qps();
+    let r = rig();
+    let ip = r.siw_ip.expect("the rig has siw0/siw1");
+    let len = 1 << 20;
+    let server_addr: std::net::SocketAddr = (ip[1], 7343).into();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        let l = erdma::cm::CmListener::bind(server_addr).unwrap();
+        ready_tx.send(()).unwrap();
+        let req = l.get_request(T).unwrap();
+        let ctx = req.context().unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let qp = req.create_qp(&pd, &cq, &cq, &caps(8, 4)).unwrap();
+        let exposed = pd
+            .register(
+                pattern(len, 11),
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_WRITE,
+            )
+            .unwrap();
+        let params = erdma::cm::ConnParams {
+            private_data: exposed.remote().to_bytes().to_vec(),
+            ..Default::default()
+        };
+        let id = req.accept(&qp, &params, T).unwrap();
+        let _ = id.wait_disconnect(T);
+    });
+    ready_rx.recv().unwrap();
+    let id = CmId::resolve(server_addr, Some((ip[0], 0).into()), T).unwrap();
+    let ctx = id.context().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let qp = id.create_qp(&pd, &cq, &cq, &caps(8, 4)).unwrap();
+    let reply = id
+        .connect(&qp, &erdma::cm::ConnParams::default(), T)
+        .unwrap();
+    let remote = RemoteBuffer::from_bytes(&reply).expect("the server sent its buffer");
+    // The big READ takes all but the last 64 bytes; the WRITE goes to those,
+    // and the small READ reads them back.
+    let part = len - 64;
+    let mut sink = pd
+        .register(vec![0u8; part], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let small = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let src = pd.register(vec![1u8; 64], AccessFlags::empty()).unwrap();
+    let want = pattern(len, 11)[..part].to_vec();
+    let lane = Lane::new(qp).unwrap();
+    let limit = lane.send_credits();
+    let mut wc = [Completion::default(); 4];
+    let poll_one = |wc: &mut [Completion]| {
+        let t0 = std::time::Instant::now();
+        loop {
+            let n = lane.poll_send(&mut wc[..1]).unwrap();
+            if n == 1 {
+                wc[0].ok().unwrap();
+                return wc[0].wr_id();
+            }
+            assert!(t0.elapsed() < T, "no completion in {T:?}");
+        }
+    };
+    for round in 0..3 {
+        // Prepared each round: the sink is cleared between rounds.
+        let mut read = lane
+            .prepare_send(
+                SendRequest::read([sink.all()], remote.slice(..part).unwrap())
+                    .unsignaled()
+                    .wr_id(1),
+            )
+            .unwrap();
+        let mut write = lane
+            .prepare_send(SendRequest::write([src.all()], remote.slice(part..).unwrap()).wr_id(2))
+            .unwrap();
+        let mut check = lane
+            .prepare_send(SendRequest::read([small.all()], remote.slice(part..).unwrap()).wr_id(3))
+            .unwrap();
+        {
+            read.post().unwrap();
+            write.post().unwrap();
+            assert_eq!(poll_one(&mut wc), 2, "round {round}");
+            // Whenever the READ's credit is back, its data has landed.
+            if lane.send_credits() == limit {
+                let got = sink.to_vec();
+                let wrong = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    wrong, 0,
+                    "round {round}: the READ's credit came back with the WRITE's success, \
+                     {wrong} of {part} bytes of its sink not yet the peer's"
+                );
+            }
+            assert_eq!(
+                lane.send_credits(),
+                limit - 1,
+                "round {round}: the READ's credit is kept"
+            );
+            // A later READ's success proves the earlier one done.
+            check.post().unwrap();
+            assert_eq!(poll_one(&mut wc), 3, "round {round}");
+            assert_eq!(lane.send_credits(), limit, "round {round}");
+            let wrong = sink
+                .to_vec()
+                .iter()
+                .zip(&want)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert_eq!(wrong, 0, "round {round}: {wrong} bytes not the peer's");
+            assert_eq!(small.to_vec(), vec![1u8; 64], "round {round}");
+            assert_eq!(
+                lane.poll_send(&mut wc).unwrap(),
+                0,
+                "nothing else completes"
+            );
+        }
+        drop((read, write, check));
+        // Bound to the lane: never lent while it lives.
+        assert!(matches!(sink.as_slice(), Err(Error::Busy { .. })));
+        sink.fill(0);
+    }
+    let _ = id.disconnect();
+    drop(lane);
+    // The lane's QP is gone: the sink is lendable again.
+    sink.as_slice().expect("no lane or request holds the sink");
+    drop(id);
+    server.join().unwrap();
+}
+
 /// Clones of one CM id on two threads race to create its QP, many times:
 /// exactly one wins each time, and dropping the winner frees the id for the
 /// next round (no double destroy, no QP destroyed by a value that did not

@@ -18,15 +18,35 @@
 //! cell's value is the best of its runs, so a retest that measures well
 //! clears a cell one unlucky run made low.
 
+pub mod fit;
+
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
+
+use fit::Fit;
 
 /// The chance that noise alone puts any of the values judged together
 /// (one NIC's cells, or the hosts' NCCL numbers) under the low line.
 pub const FALSE_ALARM: f64 = 0.01;
 /// The smallest slowdown called a fault, relative to the reference.
 pub const MIN_EFFECT: f64 = 0.10;
+
+/// The smallest slowdown of a host's (or NIC's) effect in the fit
+/// ([`fit`]) called a fault: the effect rests on a whole row or column, so
+/// it is known far better than one cell, and a host 5% slow slows every
+/// collective of the cluster by 5%.
+pub const MIN_HOST_EFFECT: f64 = 0.03;
+/// The smallest slowdown of a path (a residual the hosts' effects do not
+/// explain) called a fault.
+pub const MIN_PATH_EFFECT: f64 = 0.05;
+
+/// The fewest hosts the fit is used with: below, a row has at most 6
+/// cells, one gross fault among them moves its median, and the residuals
+/// are too few to measure the noise (4 hosts: 12 cells, 7 effects). In the
+/// rig's 4-host jobs a link at a tenth of the others made a healthy
+/// direction's residual "low". Those clusters keep the line per cell.
+pub const MIN_FIT_HOSTS: usize = 8;
 
 /// The lowest low line: however wide the spread, a cell under this share
 /// of the reference is low.
@@ -263,6 +283,12 @@ struct View {
     n: usize,
     /// The cells' median ratio to their baseline (at most 1), when given.
     drift: Option<f64>,
+    /// The two-way fit of the cells (none with fewer than 4 hosts).
+    fit: Option<Fit>,
+    /// k for the hosts' effects (two per host), the cells, the pairs.
+    k_hosts: f64,
+    k_cells: f64,
+    k_pairs: f64,
 }
 
 impl View {
@@ -273,6 +299,47 @@ impl View {
 
     fn low(&self, c: usize, s: usize) -> Option<bool> {
         self.score(c, s).map(|v| v < self.lowline)
+    }
+
+    /// Host `h`'s effect as a client (`sends`) or server in the fit, and
+    /// the line under which it is a fault (both on the log scale).
+    fn effect(&self, h: usize, sends: bool) -> Option<(f64, f64)> {
+        let f = self.fit.as_ref()?;
+        let (e, cells) = if sends {
+            (f.send[h], f.send_cells[h])
+        } else {
+            (f.receive[h], f.receive_cells[h])
+        };
+        let line = (self.k_hosts * f.effect_se(cells)).max(-(1.0 - MIN_HOST_EFFECT).ln());
+        (!e.is_nan() && cells >= 2).then_some((e, line))
+    }
+
+    fn effect_low(&self, h: usize, sends: bool) -> bool {
+        self.effect(h, sends).is_some_and(|(e, line)| e < -line)
+    }
+
+    /// Whether the cell's residual (what the hosts' effects do not explain)
+    /// is low on its own.
+    fn residual_low(&self, c: usize, s: usize) -> bool {
+        let Some(f) = &self.fit else { return false };
+        let line = (self.k_cells * f.residual_sigma(c, s)).max(-(1.0 - MIN_PATH_EFFECT).ln());
+        f.residual(c, s).is_some_and(|r| r < -line)
+    }
+
+    /// Whether both directions of a pair are low together: their mean
+    /// residual (noise sigma / sqrt 2) under the pairs' line, and the two not
+    /// told apart (a slow direction has one low and one normal residual).
+    fn link_low(&self, a: usize, b: usize) -> bool {
+        let Some(f) = &self.fit else { return false };
+        let (Some(ab), Some(ba)) = (f.residual(a, b), f.residual(b, a)) else {
+            return false;
+        };
+        let pair_sigma =
+            (f.residual_sigma(a, b) + f.residual_sigma(b, a)) / 2.0 / std::f64::consts::SQRT_2;
+        let line = (self.k_pairs * pair_sigma).max(-(1.0 - MIN_PATH_EFFECT).ln());
+        // The difference of the two has sigma * sqrt 2; k for one test.
+        let same = (ab - ba).abs() < k_sigma(1) * f.sigma * std::f64::consts::SQRT_2;
+        (ab + ba) / 2.0 < -line && same
     }
 }
 
@@ -306,6 +373,21 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         }
     }
     let (spread, lowline) = low_line(&mut above, judged);
+    let live_hosts = skip.iter().filter(|s| !**s).count();
+    // The fit works on the logs of the rates (NaN: not measured).
+    let logs = || -> Vec<f64> {
+        let ln = |x: f64| {
+            if x > 0.0 {
+                (x * reference).ln()
+            } else {
+                f64::NAN
+            }
+        };
+        score.iter().map(|&x| ln(x)).collect()
+    };
+    let fit = (live_hosts >= MIN_FIT_HOSTS)
+        .then(|| Fit::new(logs(), n))
+        .flatten();
     let drift = rail
         .baseline
         .as_ref()
@@ -334,6 +416,12 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         score,
         n,
         drift,
+        fit,
+        k_hosts: k_sigma(2 * live_hosts),
+        k_cells: k_sigma(judged),
+        // The pairs' test comes on top of the cells' tests: k for all the
+        // cells keeps the two together at the cells' false alarm rate.
+        k_pairs: k_sigma(judged),
     })
 }
 
@@ -422,7 +510,12 @@ fn host_flag(
         .collect();
     let (nr, nc) = (row.len(), col.len());
     let (rm, cm) = (upper_median(&mut row)?, upper_median(&mut col)?);
-    let (rl, cl) = (rm < v.lowline, cm < v.lowline);
+    // Low by the line for cells (the row's and column's medians, and
+    // against the baseline), or by the fit (the host's effect against its
+    // standard error: a host a few percent slow, whose cells stay above
+    // the line for cells).
+    let rl = rm < v.lowline || v.effect_low(h, true);
+    let cl = cm < v.lowline || v.effect_low(h, false);
     let side = match (rl && nr >= 2, cl && nc >= 2) {
         (true, true) => Side::Both,
         (true, false) if nr >= 3 => Side::Sends,
@@ -467,9 +560,50 @@ fn seen_again(f: &HostFlag, rail: &Rail, v: &View, flagged: &[usize]) -> bool {
     if f.side != Side::Sends {
         sides.push(runs(others().map(|o| (o, h)).collect()));
     }
-    sides
+    let by_line = sides
         .iter_mut()
-        .all(|r| upper_median(r).is_some_and(|m| m < v.lowline))
+        .all(|r| upper_median(r).is_some_and(|m| m < v.lowline));
+    by_line || seen_by_fit(f, rail, v, flagged)
+}
+
+/// Whether the retest's runs of a flagged host's slow side(s) show its
+/// effect again: each run against a host not flagged, taken as its
+/// deviation from what the fit expects of the partner with a healthy host
+/// (`overall + partner's effect`), and their median under the host's line
+/// at the standard error of that many runs (k for the hosts flagged).
+fn seen_by_fit(f: &HostFlag, rail: &Rail, v: &View, flagged: &[usize]) -> bool {
+    let Some(fit) = &v.fit else { return false };
+    let h = f.host;
+    let others = || (0..v.n).filter(|o| *o != h && !flagged.contains(o));
+    let runs = |sends: bool| -> Vec<f64> {
+        others()
+            .flat_map(|o| {
+                let (cell, partner) = if sends {
+                    ((h, o), fit.receive[o])
+                } else {
+                    ((o, h), fit.send[o])
+                };
+                rail.extra
+                    .get(&cell)
+                    .into_iter()
+                    .flatten()
+                    .filter(move |x| **x > 0.0 && !partner.is_nan())
+                    .map(move |x| x.ln() - fit.overall - partner)
+            })
+            .collect()
+    };
+    // A host slow on both sides is judged on its runs of both together
+    // (one test of twice the runs): two tests at 95% each saw a 5% host
+    // again 9 times in 10.
+    let mut d = match f.side {
+        Side::Sends => runs(true),
+        Side::Receives => runs(false),
+        Side::Both => [runs(true), runs(false)].concat(),
+    };
+    let line = (k_sigma(flagged.len()) * fit.effect_se(d.len())).max(-(1.0 - MIN_HOST_EFFECT).ln());
+    // The plain median: the upper one of two runs is their better, which
+    // halved the chance of seeing a 5% host again.
+    fit::median(&mut d).is_some_and(|x| x < -line)
 }
 
 /// A low pair of cells no host explains.
@@ -493,8 +627,10 @@ fn pair_flags(rail_i: usize, v: &View, skip: &[bool], flags: &[HostFlag]) -> Vec
     let mut out = Vec::new();
     for a in (0..n).filter(|&a| !skip[a]) {
         for b in (a + 1..n).filter(|&b| !skip[b]) {
-            let ab = v.low(a, b) == Some(true) && !explained(a, b);
-            let ba = v.low(b, a) == Some(true) && !explained(b, a);
+            let link = v.link_low(a, b);
+            let low = |c, s| link || v.low(c, s) == Some(true) || v.residual_low(c, s);
+            let ab = low(a, b) && !explained(a, b);
+            let ba = low(b, a) && !explained(b, a);
             if ab || ba {
                 out.push(PairFlag {
                     a,
@@ -625,6 +761,22 @@ fn host_verdicts<'v>(
                 numbers.insert(format!("nic{}_median_gbps", f.rail), v.reference);
                 numbers.insert(format!("nic{}_lowline", f.rail), v.lowline);
                 numbers.insert(format!("nic{}_spread", f.rail), v.spread);
+                if let (Some((send, line)), Some((receive, _))) =
+                    (v.effect(f.host, true), v.effect(f.host, false))
+                {
+                    why.push(format!(
+                        "the fit's effects {:+.1}% sending, {:+.1}% receiving (a host's line {:.1}%)",
+                        100.0 * send.exp_m1(),
+                        100.0 * receive.exp_m1(),
+                        100.0 * (-line).exp_m1()
+                    ));
+                    numbers.insert(format!("nic{}_send_effect", f.rail), send.exp());
+                    numbers.insert(format!("nic{}_receive_effect", f.rail), receive.exp());
+                    numbers.insert(format!("nic{}_effect_line", f.rail), (-line).exp());
+                    if let Some(fit) = &v.fit {
+                        numbers.insert(format!("nic{}_noise", f.rail), fit.sigma);
+                    }
+                }
             }
             let retested = g.iter().any(|f| f.retested);
             let seen = g.iter().all(|f| f.seen_again);

@@ -182,6 +182,8 @@ pub trait Host {
     fn nccl(&self) -> &Result<NcclLibrary, String>;
     /// The network interfaces.
     fn interfaces(&self) -> &[Interface];
+    /// GPU health: NVML's view of the GPUs and the kernel log's XIDs.
+    fn gpu_health(&self) -> &super::gpuhealth::GpuHealth;
 }
 
 /// `abs` under the host's root.

@@ -15,10 +15,12 @@
 //! check failed (the node drained), 3 and 6 as above; see [`slurm`].
 
 pub mod checks;
+pub mod gpuhealth;
 pub mod hints;
 pub mod host;
 pub mod model;
 pub mod ncclenv;
+pub mod nvml;
 pub mod recommend;
 pub mod slurm;
 pub mod system;
@@ -88,6 +90,11 @@ pub struct Args {
     /// --slurm: print the scontrol command instead of running it.
     #[arg(long, requires = "slurm")]
     pub dry_run: bool,
+    /// The GPUs this host should have: gpu.count fails with fewer (default:
+    /// $ERDMA_EXPECT_GPUS, which also reaches erdma-cluster's ranks through
+    /// mpirun -x; unset: no expectation).
+    #[arg(long, value_name = "N")]
+    pub expect_gpus: Option<u32>,
 }
 
 /// The results of a run.
@@ -122,9 +129,19 @@ pub fn known(name: &str) -> bool {
 }
 
 /// Runs every check not skipped. A check that panics is reported as failed
-/// instead of ending the run.
+/// instead of ending the run. The GPU count expected is
+/// `$ERDMA_EXPECT_GPUS` if set (see [`evaluate_with`]).
 pub fn evaluate(host: &dyn Host, skipped: &[String]) -> Report {
-    let cx = Ctx { host, skipped };
+    evaluate_with(host, skipped, None)
+}
+
+/// [`evaluate`] with `--expect-gpus` (`None`: `$ERDMA_EXPECT_GPUS` if set).
+pub fn evaluate_with(host: &dyn Host, skipped: &[String], expect_gpus: Option<u32>) -> Report {
+    let cx = Ctx {
+        host,
+        skipped,
+        expect_gpus,
+    };
     let results = checks::ALL
         .iter()
         .map(|c| {
@@ -242,7 +259,7 @@ pub fn run(args: &Args, host: &dyn Host, out: &mut dyn Write, err: &mut dyn Writ
         return EXIT_USAGE;
     }
     if args.slurm {
-        let report = evaluate(host, &args.skip);
+        let report = evaluate_with(host, &args.skip, args.expect_gpus);
         let node = args.node.clone().unwrap_or_else(slurm::node_name);
         return slurm::health_check(&report, &node, args.dry_run, out, err);
     }
@@ -273,7 +290,7 @@ pub fn run(args: &Args, host: &dyn Host, out: &mut dyn Write, err: &mut dyn Writ
         };
     }
     let meta = RunMeta::now("erdma-doctor");
-    let report = evaluate(host, &args.skip);
+    let report = evaluate_with(host, &args.skip, args.expect_gpus);
     let text = if args.json {
         format!("{}\n", render_json(&meta, &report))
     } else {
@@ -373,6 +390,96 @@ mod tests {
         let (code, _, err) = run_on(&FakeHost::bare(), &["--print-env"]);
         assert_eq!(code, EXIT_FAIL);
         assert!(err.starts_with("erdma-doctor: no recommended environment"));
+    }
+
+    /// The GPU health checks reach erdma-cluster's report, cluster.json and
+    /// report.html as every check does: a host with an XID 79 and a pending
+    /// row remap is named with both actions; the healthy hosts are not.
+    #[test]
+    fn gpu_health_flows_into_the_cluster_report() {
+        use crate::doctor::gpuhealth::{KernelLog, RowRemap};
+        let meta = |host: &str| RunMeta {
+            tool: "erdma-doctor".into(),
+            version: "0.1.0".into(),
+            host: host.into(),
+            date: "2026-12-06T01:00:00Z".into(),
+            command: vec!["erdma-cluster".into()],
+        };
+        let doc = |host: &str, h: &FakeHost| {
+            render_json(&meta(host), &evaluate_with(h, &[], Some(8)))
+                .to_string()
+                .into_bytes()
+        };
+        let good = FakeHost::erdma_gpu();
+        let mut sick = FakeHost::erdma_gpu();
+        sick.gpu_health.kernel_log = Ok(KernelLog {
+            source: "journalctl -k -b".into(),
+            starts_after_boot_s: None,
+            lines: vec![
+                "NVRM: Xid (PCI:0000:1a:00): 79, pid='<unknown>', GPU has fallen off the bus."
+                    .into(),
+            ],
+        });
+        if let Ok(v) = &mut sick.gpu_health.nvml {
+            v.gpus[5].remap = Ok(RowRemap {
+                correctable: 0,
+                uncorrectable: 1,
+                pending: true,
+                failure: false,
+                histogram: None,
+            });
+        }
+        let raw = vec![doc("h0", &good), doc("h1", &sick), doc("h2", &good)];
+        let dir =
+            std::env::temp_dir().join(format!("erdma-doctor-gpu-cluster-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let args =
+            crate::cluster::Args::try_parse_from(["erdma-cluster", "--out", dir.to_str().unwrap()])
+                .unwrap();
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let code = crate::cluster::report(&args, &meta("h0"), &raw, None, &mut o, &mut e);
+        let out = String::from_utf8(o).unwrap();
+        assert_eq!(code, EXIT_FAIL, "{out}");
+        for (id, found) in [
+            ("gpu.xid", "Xid 79 x1 (GPU has fallen off the bus"),
+            ("gpu.remap", "a row remap waits for a GPU reset"),
+        ] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(&format!("fail  {id}")))
+                .unwrap_or_else(|| panic!("no {id}:\n{out}"));
+            assert!(line.contains("1/3 (h1)"), "{line}");
+            assert!(out.contains(found), "{out}");
+        }
+        let whole: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+        let h1 = whole["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["host"] == "h1")
+            .unwrap();
+        let remap = h1["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "gpu.remap")
+            .unwrap();
+        assert_eq!(remap["status"], "fail");
+        assert_eq!(
+            remap["details"]["gpus"][5]["remapped_rows"]["pending"],
+            true
+        );
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        assert!(
+            html.contains("gpu.xid") && html.contains("gpu.remap"),
+            "report.html lacks the GPU checks"
+        );
+        assert!(
+            html.contains("nvidia-smi -r -i 5"),
+            "the action is in report.html"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

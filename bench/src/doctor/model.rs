@@ -159,6 +159,9 @@ pub struct Ctx<'a> {
     pub host: &'a dyn Host,
     /// Skipped groups and check ids.
     pub skipped: &'a [String],
+    /// The GPUs this host should have (`--expect-gpus`); `None`: the
+    /// `ERDMA_EXPECT_GPUS` environment variable, if set, else no expectation.
+    pub expect_gpus: Option<u32>,
 }
 
 impl Ctx<'_> {

@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::OnceLock;
 
+use super::gpuhealth::GpuHealth;
 use super::host::{
     Gpu, Gpus, Host, Interface, Limit, NcclLibrary, RLimit, RdmaDevice, RdmaPort, RdmaSnapshot,
     VerbsLibrary,
@@ -20,6 +21,7 @@ pub struct SystemHost {
     gpus: OnceLock<Result<Gpus, String>>,
     nccl: OnceLock<Result<NcclLibrary, String>>,
     interfaces: OnceLock<Vec<Interface>>,
+    gpu_health: OnceLock<GpuHealth>,
 }
 
 impl SystemHost {
@@ -90,6 +92,10 @@ impl Host for SystemHost {
 
     fn interfaces(&self) -> &[Interface] {
         self.interfaces.get_or_init(gather_interfaces)
+    }
+
+    fn gpu_health(&self) -> &GpuHealth {
+        self.gpu_health.get_or_init(super::nvml::gather)
     }
 }
 

@@ -9,11 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use erdma::{Gid, GidEntry, GidType, LinkLayer, Mtu, PhysState, PortState, Transport};
 
+use super::gpuhealth::{GpuHealth, GpuState, KernelLog, NvmlView};
 use super::host::{
     Gpu, Gpus, Host, Interface, Limit, NcclLibrary, RLimit, RdmaDevice, RdmaPort, RdmaSnapshot,
     VerbsLibrary,
 };
 use super::model::{Check, Ctx, Outcome};
+
+/// What the NVML reader says on a host without the NVIDIA driver.
+pub const NO_NVML: &str = "libnvidia-ml.so.1 not found (no NVIDIA driver)";
 
 /// A temporary directory, removed on drop.
 pub struct TempRoot(PathBuf);
@@ -58,6 +62,10 @@ pub struct FakeHost {
     pub nccl: Result<NcclLibrary, String>,
     /// Interfaces.
     pub interfaces: Vec<Interface>,
+    /// GPU health (NVML and the kernel log).
+    pub gpu_health: GpuHealth,
+    /// `--expect-gpus` for [`FakeHost::run`].
+    pub expect_gpus: Option<u32>,
 }
 
 impl Host for FakeHost {
@@ -87,6 +95,9 @@ impl Host for FakeHost {
     }
     fn interfaces(&self) -> &[Interface] {
         &self.interfaces
+    }
+    fn gpu_health(&self) -> &GpuHealth {
+        &self.gpu_health
     }
 }
 
@@ -121,6 +132,8 @@ impl FakeHost {
             gpus: Err(erdma::cuda::CudaError::DriverNotFound.to_string()),
             nccl: Err("libnccl.so.2 not found".into()),
             interfaces: vec![iface("lo", "127.0.0.1")],
+            gpu_health: GpuHealth::absent(NO_NVML),
+            expect_gpus: None,
         };
         h.file(
             "/proc/self/status",
@@ -235,6 +248,7 @@ impl FakeHost {
             version: "2.21.5".into(),
             path: "libnccl.so.2".into(),
         });
+        h.gpu_health = healthy_gpus(8);
         h.dir("/sys/module/nvidia_peermem");
         h.file("/dev/nvidiactl", "");
         h.file("/dev/nvidia0", "");
@@ -309,7 +323,24 @@ impl FakeHost {
         (check.run)(&Ctx {
             host: self,
             skipped: &skipped,
+            expect_gpus: self.expect_gpus,
         })
+    }
+}
+
+/// NVML and the kernel log of a host with `n` healthy H100s and no XID.
+pub fn healthy_gpus(n: u32) -> GpuHealth {
+    GpuHealth {
+        nvml: Ok(NvmlView {
+            driver_version: Ok("580.65.06".into()),
+            count: n,
+            gpus: (0..n).map(GpuState::healthy).collect(),
+        }),
+        kernel_log: Ok(KernelLog {
+            source: "journalctl -k -b".into(),
+            starts_after_boot_s: None,
+            lines: Vec::new(),
+        }),
     }
 }
 

@@ -4,9 +4,18 @@
 
 pub mod container_flags;
 pub mod gpu_affinity;
+pub mod gpu_clocks;
+pub mod gpu_count;
 pub mod gpu_driver;
+pub mod gpu_ecc;
 pub mod gpu_nccl;
+pub mod gpu_nvlink;
 pub mod gpu_peermem;
+pub mod gpu_persistence;
+pub mod gpu_power;
+pub mod gpu_remap;
+pub mod gpu_temperature;
+pub mod gpu_xid;
 pub mod limits_memlock;
 pub mod limits_nofile;
 pub mod limits_shm;
@@ -41,6 +50,15 @@ pub const ALL: &[Check] = &[
     gpu_peermem::CHECK,
     gpu_nccl::CHECK,
     gpu_affinity::CHECK,
+    gpu_count::CHECK,
+    gpu_xid::CHECK,
+    gpu_ecc::CHECK,
+    gpu_remap::CHECK,
+    gpu_nvlink::CHECK,
+    gpu_clocks::CHECK,
+    gpu_temperature::CHECK,
+    gpu_power::CHECK,
+    gpu_persistence::CHECK,
     nccl_ib_hca::CHECK,
     nccl_socket_ifname::CHECK,
     nccl_ib_disable::CHECK,
