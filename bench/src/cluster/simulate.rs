@@ -4,7 +4,7 @@
 //! the run length, injected faults), with no MPI and no network. It prints
 //! the verdicts as the real job does, the predicted wall time of the real
 //! job, and what it found against what was injected. The model is
-//! [`schedule::Model`], stated in docs/cluster-diagnosis.md.
+//! [`Model`], stated in docs/cluster-diagnosis.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
