@@ -23,9 +23,11 @@ use crate::doctor::Status;
 use crate::meta::RunMeta;
 
 pub mod baseline;
+pub mod command;
 pub mod diagnose;
 pub mod drain;
 pub mod html;
+pub mod job;
 pub mod judge;
 pub mod live;
 pub mod nccl;
@@ -166,6 +168,13 @@ pub struct Args {
         requires = "baseline"
     )]
     pub fail_below: f64,
+    /// What the pairs are judged against besides each other: `auto` each
+    /// port's active rate (speed x width; not for Soft-RoCE or Soft-iWARP,
+    /// whose rate is nominal), `off`, or a rate in Gb/s for every port. A
+    /// NIC's pairs whose median is under 90% of it are a cluster verdict
+    /// (a failure). With --baseline the baseline is the reference instead.
+    #[arg(long, value_name = "auto|off|GBPS", default_value = "auto")]
+    pub port_rate: PortRate,
     /// Seconds every exchange between the ranks may wait (each stage's
     /// meeting of the ranks): a rank that does not arrive in time is named
     /// as lost by the others, which exit with status 5. With --pairs at
@@ -216,6 +225,40 @@ pub struct Stages<'a> {
     /// The retest rounds of the real job (their verdicts then set the exit
     /// status).
     pub retest: Option<&'a judge::Retested>,
+    /// What the pairs are judged against besides each other (`--port-rate`).
+    pub port_rate: PortRate,
+}
+
+/// `--port-rate`: the rate the pair stage's cells are judged against (a
+/// NIC's, a host's or the cluster's median under 90% of it is a verdict).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub enum PortRate {
+    /// Each port's active rate (speed x width) as erdma-doctor reads it;
+    /// none for emulated devices (Soft-RoCE, Soft-iWARP).
+    #[default]
+    Auto,
+    /// No rate: the hosts are judged among themselves only.
+    Off,
+    /// This rate (Gb/s) for every port: what the network gives, where the
+    /// ports report a nominal rate (a cloud instance's bandwidth).
+    Gbps(f64),
+}
+
+impl std::str::FromStr for PortRate {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PortRate, String> {
+        match s {
+            "auto" => Ok(PortRate::Auto),
+            "off" => Ok(PortRate::Off),
+            g => match g.parse::<f64>() {
+                Ok(v) if v > 0.0 && v.is_finite() => Ok(PortRate::Gbps(v)),
+                _ => Err(format!(
+                    "'{s}': auto (the ports' own rate), off, or a rate in Gb/s such as 100"
+                )),
+            },
+        }
+    }
 }
 
 impl Stages<'_> {
@@ -234,6 +277,9 @@ impl Stages<'_> {
 pub struct HostReport {
     /// The MPI rank that ran it.
     pub rank: usize,
+    /// Its machine's name in the report ([`machine_names`]): the full host
+    /// name, with the machine id's start when another machine has the same.
+    pub name: String,
     /// The document (`erdma-doctor --json`).
     pub doc: Value,
     /// Whether another rank reported the same host.
@@ -241,9 +287,9 @@ pub struct HostReport {
 }
 
 impl HostReport {
-    /// The host name the rank reported.
+    /// The rank's machine, by name ([`HostReport::name`]).
     pub fn host(&self) -> &str {
-        self.doc["host"].as_str().unwrap_or("?")
+        &self.name
     }
 
     /// How the rank is named in the report: its host, with the rank added
@@ -288,11 +334,16 @@ pub fn parse_reports(raw: &[Vec<u8>]) -> Result<Vec<HostReport>, String> {
             }
             Ok(HostReport {
                 rank,
+                name: String::new(),
                 doc,
                 shares_host: false,
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let ids: Vec<Machine> = reports.iter().map(|r| Machine::of(&r.doc)).collect();
+    for (r, name) in reports.iter_mut().zip(machine_names(&ids)) {
+        r.name = name;
+    }
     let shared: Vec<usize> = ranks_by_host(&reports)
         .into_values()
         .filter(|ranks| ranks.len() > 1)
@@ -493,21 +544,40 @@ pub fn worst(reports: &[HostReport], across: &[Problem]) -> Status {
         .unwrap_or(Status::Ok)
 }
 
-/// The worst of the checks, the differences, the pair runs and the baseline.
-pub fn overall(reports: &[HostReport], across: &[Problem], stages: &Stages) -> Status {
-    let w = worst(reports, across);
-    let w = w.max(judge::status(reports, stages));
-    stages.status().map_or(w, |s| w.max(s))
+/// The job judged once: the verdicts, the worst status and the exit
+/// status that every renderer (text, JSON, report.html, `--drain`) reads,
+/// so that none of them judges again.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    /// The pair and NCCL verdicts ([`judge::judge`]); none when neither
+    /// stage ran.
+    pub judged: Option<judge::Judged>,
+    /// The worst of the checks, the differences, the stages and the verdicts.
+    pub status: Status,
+    /// The job's exit status: [`EXIT_LOST`] once a rank was lost (the
+    /// others went on, so the report is there but not of the whole
+    /// cluster), else the worst status's.
+    pub exit: i32,
 }
 
-/// The job's exit status: [`EXIT_LOST`] once a rank was lost (the others
-/// went on, so the report is there but not of the whole cluster), else
-/// the worst status's.
-pub fn exit_code(reports: &[HostReport], across: &[Problem], stages: &Stages) -> i32 {
-    if stages.lost.is_empty() {
-        overall(reports, across, stages).exit_code()
-    } else {
-        EXIT_LOST
+impl Judgement {
+    /// Judges the job once: the checks of `reports`, the differences
+    /// `across` and the `stages`.
+    pub fn of(reports: &[HostReport], across: &[Problem], stages: &Stages) -> Judgement {
+        let judged = judge::judge(reports, stages);
+        let verdicts = judged.as_ref().map_or(Status::Ok, judge::Judged::status);
+        let w = worst(reports, across).max(verdicts);
+        let status = stages.status().map_or(w, |s| w.max(s));
+        let exit = if stages.lost.is_empty() {
+            status.exit_code()
+        } else {
+            EXIT_LOST
+        };
+        Judgement {
+            judged,
+            status,
+            exit,
+        }
     }
 }
 
@@ -518,6 +588,7 @@ pub fn render_text(
     problems: &[Problem],
     across: &[Problem],
     stages: &Stages,
+    judgement: &Judgement,
 ) -> String {
     let names: Vec<String> = reports.iter().map(HostReport::label).collect();
     let hosts = ranks_by_host(reports).len();
@@ -573,8 +644,11 @@ pub fn render_text(
     if let Some(t) = stages.traffic {
         s.push_str(&t.render_text());
     }
-    s.push_str(&judge::render_text(reports, stages));
-    let worst = overall(reports, across, stages);
+    s.push_str(&judge::render_text(
+        reports,
+        stages,
+        judgement.judged.as_ref(),
+    ));
     let lost = match stages.lost.len() {
         0 => String::new(),
         1 => ", a rank lost".into(),
@@ -582,8 +656,8 @@ pub fn render_text(
     };
     s.push_str(&format!(
         "# result: {}{lost} (exit {})\n",
-        worst.as_str(),
-        exit_code(reports, across, stages)
+        judgement.status.as_str(),
+        judgement.exit
     ));
     s
 }
@@ -625,14 +699,11 @@ pub fn render_json(
     problems: &[Problem],
     across: &[Problem],
     stages: &Stages,
+    judgement: &Judgement,
 ) -> Value {
     let mut m = meta.to_json();
-    let worst = overall(reports, across, stages);
-    m.insert("status".into(), json!(worst));
-    m.insert(
-        "exit_status".into(),
-        json!(exit_code(reports, across, stages)),
-    );
+    m.insert("status".into(), json!(judgement.status));
+    m.insert("exit_status".into(), json!(judgement.exit));
     m.insert(
         "hosts".into(),
         reports
@@ -665,7 +736,7 @@ pub fn render_json(
     if let Some(t) = stages.traffic {
         m.insert("traffic".into(), t.to_json());
     }
-    judge::add_json(&mut m, reports, stages);
+    judge::add_json(&mut m, stages, judgement.judged.as_ref());
     Value::Object(m)
 }
 
@@ -686,18 +757,31 @@ pub fn pair_verdicts(
     }
     // Every rail is judged (a NIC fault shows on its rail only); rail 0
     // alone has a baseline (perf-A-B.json).
+    // Each rank's port rate on each rail, the first reference; with a
+    // baseline the baseline is.
+    let port = |devices: &dyn Fn(usize) -> Option<String>| -> Vec<Option<f64>> {
+        match (stages.baseline, stages.port_rate) {
+            (Some(_), _) | (None, PortRate::Off) => Vec::new(),
+            (None, PortRate::Gbps(g)) => vec![Some(g); n],
+            (None, PortRate::Auto) => (0..n)
+                .map(|r| port_rate(reports.get(r)?, devices(r).as_deref()))
+                .collect(),
+        }
+    };
     let mut rails: Vec<diagnose::Rail> = m
         .rails
         .iter()
         .filter(|r| r.gbps.len() == n)
         .map(|r| diagnose::Rail {
             gbps: r.gbps.clone(),
+            port: port(&|i| r.devices.get(i).cloned().flatten()),
             ..Default::default()
         })
         .collect();
     if rails.is_empty() {
         rails.push(diagnose::Rail {
             gbps: m.gbps.clone(),
+            port: port(&|_| None),
             ..Default::default()
         });
     }
@@ -741,6 +825,24 @@ pub fn pair_verdicts(
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
     });
     Some((names, d))
+}
+
+/// The active rate of `device` (none: erdma-perf's default, the host's
+/// first) as the rank's erdma-doctor document reports it (`rdma.ports`'s
+/// details, `rate_gbps`), in Gb/s; none when unknown, or when the device is
+/// emulated (Soft-RoCE, Soft-iWARP: a nominal rate far above what they
+/// move, so the rig's jobs are judged among themselves only).
+pub fn port_rate(report: &HostReport, device: Option<&str>) -> Option<f64> {
+    let c = report.checks().find(|c| c["id"] == "rdma.ports")?;
+    let dev = device.map(|d| d.split(':').next().unwrap_or(d));
+    let d = c["details"]
+        .as_array()?
+        .iter()
+        .find(|d| dev.is_none_or(|x| d["device"] == x))?;
+    if d["emulated"].as_bool() != Some(false) {
+        return None;
+    }
+    d["rate_gbps"].as_f64().filter(|g| *g > 0.0)
 }
 
 /// The file name of each rank's document under `--out`: `doctor-HOST.json`,
@@ -934,15 +1036,106 @@ pub fn report(
     report_with(args, meta, raw, pairs, &Gathered::default(), out, err)
 }
 
-/// Each rank's host name, from the gathered doctor documents ("?" for one
-/// that is not JSON: [`report`] says so).
+/// Each rank's machine name ([`machine_names`]) from the gathered doctor
+/// documents ("?" for one that is not JSON: [`report`] says so).
 pub fn host_names(raw: &[Vec<u8>]) -> Vec<String> {
-    raw.iter()
+    let ids: Vec<Machine> = raw
+        .iter()
         .map(|b| {
             serde_json::from_slice::<Value>(b)
-                .ok()
-                .and_then(|d| d["host"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| "?".into())
+                .map_or_else(|_| Machine::default(), |d| Machine::of(&d))
+        })
+        .collect();
+    machine_names(&ids)
+}
+
+/// What tells a machine from another (issue 35): its machine id
+/// (`/etc/machine-id`, else the boot id) and its full host name, not the
+/// short one (`node1.rack-a` and `node1.rack-b` are two machines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Machine {
+    /// `/etc/machine-id` (or the boot id); empty when unknown.
+    pub id: String,
+    /// The full host name (`gethostname`); the short one of an older
+    /// document; "?" when none.
+    pub name: String,
+}
+
+impl Machine {
+    /// This process's machine.
+    pub fn this() -> Machine {
+        let id = crate::input::read_text("/etc/machine-id")
+            .map(|s| s.trim().to_owned())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(crate::nccltests::bootstrap::hosthash::boot_id);
+        Machine {
+            id,
+            name: full_hostname(),
+        }
+    }
+
+    /// The machine a rank's erdma-doctor document names: `machine_id` and
+    /// `hostname` (what erdma-cluster adds), else its short `host`.
+    pub fn of(doc: &Value) -> Machine {
+        let s = |k: &str| doc[k].as_str().filter(|v| !v.is_empty());
+        Machine {
+            id: s("machine_id").unwrap_or("").to_owned(),
+            name: s("hostname").or(s("host")).unwrap_or("?").to_owned(),
+        }
+    }
+
+    /// As one line for an exchange between the ranks: `ID NAME`.
+    pub fn to_line(&self) -> String {
+        format!("{} {}", self.id, self.name)
+    }
+
+    /// From [`Machine::to_line`]; "?" for what is not one (a lost rank).
+    pub fn from_line(line: &str) -> Machine {
+        match line.split_once(' ') {
+            Some((id, name)) if !name.is_empty() => Machine {
+                id: id.to_owned(),
+                name: name.to_owned(),
+            },
+            _ => Machine {
+                id: String::new(),
+                name: "?".into(),
+            },
+        }
+    }
+}
+
+/// This host's full name (`gethostname`, not cut at the first dot).
+pub fn full_hostname() -> String {
+    let mut buf = [0u8; 1024];
+    // SAFETY: buf is writable for its whole length; gethostname writes at
+    // most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return crate::nccltests::bootstrap::hosthash::short_hostname();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Each rank's machine name: its full host name, so that ranks of one
+/// machine share it and two machines never do; a name two machines (two
+/// ids) share gets `~` and the first 8 characters of the id (or the rank
+/// when the id is unknown).
+pub fn machine_names(ids: &[Machine]) -> Vec<String> {
+    ids.iter()
+        .enumerate()
+        .map(|(r, m)| {
+            let clash = ids.iter().any(|o| o.name == m.name && o.id != m.id);
+            if !clash {
+                return m.name.clone();
+            }
+            let tag: String = m.id.chars().take(8).collect();
+            if tag.is_empty() {
+                format!("{}~rank{r}", m.name)
+            } else {
+                format!("{}~{tag}", m.name)
+            }
         })
         .collect()
 }
@@ -1122,17 +1315,23 @@ pub fn report_with(
         lost: &g.lost,
         schedule: g.schedule.as_ref(),
         retest: retested.as_ref(),
+        port_rate: args.port_rate,
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
-    let whole = render_json(meta, &reports, &problems, &across, &stages);
+    // Judged once: the text, the JSON, report.html, --drain and the exit
+    // status all read this one value.
+    let judgement = Judgement::of(&reports, &across, &stages);
+    let whole = render_json(meta, &reports, &problems, &across, &stages, &judgement);
     let text = if args.json {
         format!("{whole}\n")
     } else {
         // Host names and values come from other machines: no control
         // character reaches the terminal raw (JSON escapes its own).
-        crate::cli::terminal_safe(&render_text(meta, &reports, &problems, &across, &stages))
-            .into_owned()
+        crate::cli::terminal_safe(&render_text(
+            meta, &reports, &problems, &across, &stages, &judgement,
+        ))
+        .into_owned()
     };
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         let _ = writeln!(
@@ -1149,22 +1348,22 @@ pub fn report_with(
         return EXIT_OUTPUT;
     }
     if let Some(mode) = args.drain
-        && !drain_verdicts(&reports, &stages, mode, err)
+        && !drain_verdicts(&reports, judgement.judged.as_ref(), mode, err)
     {
         return EXIT_OUTPUT;
     }
-    exit_code(&reports, &across, &stages)
+    judgement.exit
 }
 
 /// `--drain`: the nodes of the confirmed host and NIC verdicts of the pair
 /// stage ([`drain`]); false when a scontrol command failed.
 fn drain_verdicts(
     reports: &[HostReport],
-    stages: &Stages,
+    judged: Option<&judge::Judged>,
     mode: drain::Mode,
     err: &mut dyn std::io::Write,
 ) -> bool {
-    let list = match judge::judge(reports, stages) {
+    let list = match judged {
         Some(j) => {
             let n = j.diagnosis.verdicts.len() - j.from_nccl;
             let confirmed = j.diagnosis.verdicts[..n]
@@ -1213,6 +1412,7 @@ pub fn retest_plan(args: &Args, raw_reports: &[Vec<u8>], pair_raw: &[Vec<u8>]) -
     let stages = Stages {
         pairs: Some(&m),
         baseline: against.as_ref(),
+        port_rate: args.port_rate,
         ..Default::default()
     };
     let n = reports.len();
@@ -1281,6 +1481,18 @@ pub fn job_plan(args: &Args, size: usize, rails: usize) -> Result<steps::JobPlan
         pairs::combos(rails, args.pair.cross_rails),
         steps::run_seconds(&o),
     )
+}
+
+/// [`job_plan`], or the full matrix when the budget cannot hold the
+/// rails the ranks found (more than `--devices` named): the schedule the
+/// job runs.
+pub fn job_plan_or_full(args: &Args, size: usize, rails: usize) -> steps::JobPlan {
+    job_plan(args, size, rails).unwrap_or_else(|_| {
+        let run = pairs::options(&args.pair, 0)
+            .ok()
+            .and_then(|o| steps::run_seconds(&o));
+        steps::JobPlan::full(size, pairs::combos(rails, args.pair.cross_rails), run)
+    })
 }
 
 /// With `--budget`: the schedule fits it and its ports (the main rounds

@@ -78,9 +78,11 @@ fn sixteen_hosts_every_fault_kind() {
     );
     let flap = &doc["verdicts"][5]["why"];
     assert!(flap.as_str().unwrap().contains("flapping"), "{flap}");
-    // 15 rounds of 2 s runs + 0.3 s, and up to 4 retest rounds.
+    // The job's steps (issue 35): 15 rounds and up to 4 retest rounds,
+    // each 2 rails x 2 directions of 2 s runs + 0.3 s.
     let wall = doc["predicted_wall_s"].as_f64().unwrap();
-    assert!((wall - 19.0 * 2.3).abs() < 1e-6, "{wall}");
+    assert!((wall - 19.0 * 4.0 * 2.3).abs() < 1e-6, "{wall}");
+    assert_eq!(doc["schedule"]["steps_per_round"], 4);
     assert_eq!(doc["summary"]["false_verdicts"], 0);
     assert!(doc["retest"]["rounds"].as_u64().unwrap() >= 2);
 }
@@ -104,7 +106,7 @@ fn a_thousand_hosts_in_one_run() {
         "found   direction:h100:h200:0.8: direction h100 h200\n",
         "found   dead:h999: lost h999\n",
         "# result: 4 of 4 injected faults found and classified right, 0 false verdicts",
-        "999 rounds of 2.00 s runs",
+        "999 rounds + at most 10 retest rounds, 2 steps each",
     ] {
         assert!(out.contains(line), "{line}\n{out}");
     }
@@ -234,14 +236,15 @@ fn shuffled_faults_are_found_wherever_they_sit() {
 
 #[test]
 fn cells_a_random_schedule_left_out_are_not_measured_not_failed() {
-    // 32 hosts in 9 s: one or two rounds of random pairings, 8 partners
-    // each, leave most of the 992 cells out.
+    // 32 hosts in 16 s, the job's 2 s runs: one round of random pairings
+    // (8 partners each) and 5 retest rounds fit, leaving most of the 992
+    // cells out.
     let dir = std::env::temp_dir().join(format!("erdma-cluster-sim-nm-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let (code, out, err) = sim(&[
         "32",
         "--budget",
-        "0.15",
+        "0.27",
         "--documents",
         "--out",
         dir.to_str().unwrap(),

@@ -784,6 +784,97 @@ fn a_slow_link_shows_between_its_two_ranks() {
         &["link", "direction"],
     );
     assert_eq!(code, Some(2), "a confirmed verdict fails the job");
+    same_job_simulated(&v, code, "link:h1:h2:0.1", &[1, 2]);
+}
+
+/// Issue 35: the job just run on the rig, run again by the simulator
+/// through the job's own code (`--simulate 4 --as-job`, the same
+/// `--perf-args`, the fault tc made injected as `inject`): the same
+/// schedule (rounds, steps, retest bound and predicted time), a confirmed
+/// verdict on the same ranks `guilty` in both, and the same exit status.
+/// Verdicts the rig's noise adds beside the fault are not compared (the
+/// model's noise is 3%, the emulated NICs' flows vary 60-150%).
+fn same_job_simulated(rig: &serde_json::Value, code: Option<i32>, inject: &str, guilty: &[usize]) {
+    let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
+    let perf = format!("-x {gid} -s 65536 -n 25 -u 18 --report_gbits");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_erdma-cluster"))
+        .args([
+            "--simulate",
+            "4",
+            "--as-job",
+            "--json",
+            "--perf-args",
+            &perf,
+        ])
+        .args(["--inject", inject])
+        .output()
+        .expect("run erdma-cluster --simulate");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sim: serde_json::Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("{e}: {text}{}", String::from_utf8_lossy(&out.stderr)));
+    eprintln!(
+        "simulated: exit {:?}, verdicts {}",
+        out.status.code(),
+        sim["verdicts"]
+    );
+    assert_eq!(sim["schedule"], rig["schedule"], "the same schedule");
+    assert_eq!(sim["predicted_wall_s"], rig["predicted_wall_s"]);
+    assert_eq!(out.status.code(), code, "the same exit status");
+    assert_eq!(sim["exit_status"], rig["exit_status"]);
+    // The fault's verdict, by rank (the rig's ranks share one host: its
+    // labels name them by rank; the simulated hosts are h0 ... h3).
+    let confirmed = |doc: &serde_json::Value, name: &dyn Fn(usize) -> String| {
+        let want: Vec<String> = guilty.iter().map(|&r| name(r)).collect();
+        doc["verdicts"].as_array().is_some_and(|vs| {
+            vs.iter().any(|d| {
+                let mut hosts: Vec<String> = d["hosts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|h| h.as_str().map(str::to_owned))
+                    .collect();
+                hosts.sort();
+                hosts == want && d["status"] == "fail" && d["confirmed"] == true
+            })
+        })
+    };
+    let rig_names: Vec<String> = rig["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["label"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(
+        confirmed(rig, &|r| rig_names[r].clone()),
+        "{:#}",
+        rig["verdicts"]
+    );
+    assert!(
+        confirmed(&sim, &|r| format!("h{r}")),
+        "{:#}",
+        sim["verdicts"]
+    );
+    // The retest plans: the fault is a suspect of both first passes.
+    let suspect = |doc: &serde_json::Value| {
+        doc["retest"]["suspects"].as_array().is_some_and(|s| {
+            s.iter().any(|x| {
+                let mut h: Vec<u64> = x["hosts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(serde_json::Value::as_u64)
+                    .collect();
+                h.sort_unstable();
+                h == guilty.iter().map(|&r| r as u64).collect::<Vec<_>>()
+            })
+        })
+    };
+    assert!(
+        suspect(rig) && suspect(&sim),
+        "{}\n{}",
+        rig["retest"],
+        sim["retest"]
+    );
 }
 
 /// Issue 24: rank 3's NIC (rxe3) slowed by tc, what it sends and what it

@@ -94,6 +94,10 @@ pub enum Kind {
     Link,
     /// One direction of the path between two hosts.
     Direction,
+    /// Every pair on one NIC (rail) alike: the cluster's median under 90%
+    /// of the ports' rate (a setting such as the MTU or flow control, the
+    /// fabric, a rate limit). Names no host.
+    Cluster,
 }
 
 impl Kind {
@@ -105,6 +109,7 @@ impl Kind {
             Kind::Nic => "nic",
             Kind::Link => "link",
             Kind::Direction => "direction",
+            Kind::Cluster => "cluster",
         }
     }
 }
@@ -155,6 +160,10 @@ pub struct Rail {
     pub extra: BTreeMap<(usize, usize), Vec<f64>>,
     /// The baseline's `gbps[client][server]`, when given.
     pub baseline: Option<Vec<Vec<Option<f64>>>>,
+    /// Each host's port rate on this rail, Gb/s (active speed x width),
+    /// where it is known and trustworthy (empty: none is): a cell's
+    /// reference is the slower of its two ports.
+    pub port: Vec<Option<f64>>,
 }
 
 impl Rail {
@@ -205,6 +214,52 @@ pub struct Diagnosis {
     pub verdicts: Vec<Verdict>,
     /// About the cluster as a whole (e.g. its median far under the port rate).
     pub notes: Vec<String>,
+}
+
+/// The verdict on rail `i` against the ports' rate: the median of its
+/// cells (not `skip`ped hosts'), each over the slower of its two ports'
+/// rates (`rail.port`, else `uniform` for every port), under 90% (1 -
+/// [`MIN_EFFECT`]); none when no rate is known.
+fn port_verdict(i: usize, rail: &Rail, uniform: Option<f64>, skip: &[bool]) -> Option<Verdict> {
+    let n = rail.gbps.len();
+    let rate = |h: usize| rail.port.get(h).copied().flatten().or(uniform);
+    let mut ratios = Vec::new();
+    let mut rates = Vec::new();
+    for c in (0..n).filter(|&c| !skip.get(c).copied().unwrap_or(false)) {
+        for s in (0..n).filter(|&s| s != c && !skip.get(s).copied().unwrap_or(false)) {
+            if let (Some(g), Some(pc), Some(ps)) = (rail.best(c, s), rate(c), rate(s)) {
+                let p = pc.min(ps);
+                if p > 0.0 {
+                    ratios.push(g / p);
+                    rates.push(p);
+                }
+            }
+        }
+    }
+    let ratio = upper_median(&mut ratios)?;
+    let port = upper_median(&mut rates)?;
+    if ratio >= 1.0 - MIN_EFFECT {
+        return None;
+    }
+    Some(Verdict {
+        kind: Kind::Cluster,
+        hosts: Vec::new(),
+        nic: Some(i),
+        why: format!(
+            "NIC {i}: the cluster's pairs measure {:.0}% of the ports' rate (median; the ports: \
+             {port:.2} Gb/s, active speed x width), under {:.0}%: every pair is slow alike (a \
+             setting such as the MTU or flow control, the fabric, a rate limit, or the test's \
+             options)",
+            100.0 * ratio,
+            100.0 * (1.0 - MIN_EFFECT)
+        ),
+        numbers: BTreeMap::from([
+            (format!("nic{i}_port_ratio"), ratio),
+            (format!("nic{i}_port_gbps"), port),
+        ]),
+        retested: false,
+        seen_again: false,
+    })
 }
 
 /// The upper median (of two middle values the larger): a host with half its
@@ -617,6 +672,7 @@ fn pair_flags(rail_i: usize, v: &View, skip: &[bool], flags: &[HostFlag]) -> Vec
 pub fn diagnose(input: &Input) -> Diagnosis {
     let n = input.names.len();
     let mut d = Diagnosis::default();
+    let mut ports = Vec::new();
     let mut skip = vec![false; n];
     for (h, why) in input.lost {
         if *h < n && !skip[*h] {
@@ -651,16 +707,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
         let flags = host_flags(i, rail, &v, &skip);
         links.extend(pair_flags(i, &v, &skip, &flags));
         hosts.extend(flags);
-        if let Some(port) = input.port_gbps
-            && v.reference < (1.0 - MIN_EFFECT) * port
-        {
-            d.notes.push(format!(
-                "NIC {i}: the cluster's median {:.2} Gb/s is {:.0}% of the port rate {port:.2} Gb/s: \
-                 every pair is slow alike (a setting, the fabric or the test's options)",
-                v.reference,
-                100.0 * v.reference / port
-            ));
-        }
+        ports.extend(port_verdict(i, rail, input.port_gbps, &skip));
         if let Some(drift) = v.drift.filter(|x| *x < input.fail_below) {
             d.notes.push(format!(
                 "NIC {i}: the pairs are at {:.0}% of their baseline (median): the whole cluster \
@@ -677,6 +724,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     d.verdicts.extend(host_verdicts(&hosts, nrails, &view_of));
     d.verdicts
         .extend(pair_verdicts(&links, nrails, input, &view_of));
+    d.verdicts.extend(ports);
     d.verdicts
         .sort_by(|a, b| (a.kind, &a.hosts, a.nic).cmp(&(b.kind, &b.hosts, b.nic)));
     d

@@ -168,6 +168,8 @@ impl Judged {
             .enumerate()
             .map(|(i, v)| match (self.retest_ran, i >= n - self.from_nccl) {
                 (_, true) => Status::Warn,
+                // Against the ports' rate: every pair measured it.
+                (false, false) if v.kind == diagnose::Kind::Cluster => Status::Fail,
                 (true, false) => retest::verdict_status(v, self.confirmed(v)),
                 (false, false) => Status::Ok,
             })
@@ -314,8 +316,8 @@ pub fn schedule_text(s: &Value) -> String {
 }
 
 /// Adds `schedule`, `predicted_wall_s`, `pair_wall_s`, `retest` and
-/// `verdicts` to the JSON document.
-pub fn add_json(m: &mut Map<String, Value>, reports: &[HostReport], stages: &Stages) {
+/// `verdicts` (the job's, judged once: `judged`) to the JSON document.
+pub fn add_json(m: &mut Map<String, Value>, stages: &Stages, judged: Option<&Judged>) {
     if let Some(s) = stages.schedule {
         for k in ["schedule", "predicted_wall_s", "pair_wall_s"] {
             if !s[k].is_null() {
@@ -326,29 +328,24 @@ pub fn add_json(m: &mut Map<String, Value>, reports: &[HostReport], stages: &Sta
     if let Some(rt) = stages.retest {
         m.insert("retest".into(), retest_json(rt));
     }
-    if let Some(j) = judge(reports, stages) {
+    if let Some(j) = judged {
         m.insert("verdicts".into(), j.to_json());
     }
 }
 
-/// The schedule, retest and verdict sections of the text report.
-pub fn render_text(reports: &[HostReport], stages: &Stages) -> String {
+/// The schedule, retest and verdict sections of the text report, from the
+/// verdicts judged once (`judged`).
+pub fn render_text(reports: &[HostReport], stages: &Stages, judged: Option<&Judged>) -> String {
     let mut s = String::new();
     if let Some(sc) = stages.schedule {
         s.push_str(&schedule_text(sc));
     }
-    let judged = judge(reports, stages);
     if let Some(rt) = stages.retest {
         let labels: Vec<String> = reports.iter().map(HostReport::label).collect();
-        s.push_str(&retest_text(rt, stages.pairs, &labels, judged.as_ref()));
+        s.push_str(&retest_text(rt, stages.pairs, &labels, judged));
     }
-    if let Some(j) = &judged {
+    if let Some(j) = judged {
         s.push_str(&j.render_text());
     }
     s
-}
-
-/// The verdicts' share of the exit status ([`Judged::status`]).
-pub fn status(reports: &[HostReport], stages: &Stages) -> Status {
-    judge(reports, stages).map_or(Status::Ok, |j| j.status())
 }

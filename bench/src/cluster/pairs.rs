@@ -148,28 +148,7 @@ impl PairRun {
     }
 }
 
-/// The round-robin schedule: this rank's partner in round `r` of `n` (even)
-/// slots, or `None` when it sits out (odd rank counts).
-pub fn partner(rank: usize, r: usize, n: usize, real: usize) -> Option<usize> {
-    let m = n - 1;
-    let p = if rank == m {
-        r
-    } else if rank == r {
-        m
-    } else {
-        (2 * r + m - rank) % m
-    };
-    (p != rank && p < real && rank < real).then_some(p)
-}
-
-/// How many rounds `size` ranks need (each one run per direction).
-pub fn rounds(size: usize) -> usize {
-    if size < 2 {
-        0
-    } else {
-        size.div_ceil(2) * 2 - 1
-    }
-}
+pub use super::schedule::{partner, rounds};
 
 /// Whether the port range of all runs fits below 65536 (with the rails
 /// `--devices` names; a host's own device count is checked per run).
@@ -331,20 +310,7 @@ pub fn parse_endpoints(text: &str) -> Vec<Endpoint> {
     }
 }
 
-/// The (client NIC index, server NIC index) of every run between two
-/// ranks with `n` rails each: rail k against rail k, then with
-/// `--cross-rails` every other combination.
-pub fn combos(n: usize, cross: bool) -> Vec<(usize, usize)> {
-    let mut v: Vec<(usize, usize)> = (0..n).map(|k| (k, k)).collect();
-    if cross {
-        for i in 0..n {
-            for j in (0..n).filter(|&j| j != i) {
-                v.push((i, j));
-            }
-        }
-    }
-    v
-}
+pub use super::schedule::combos;
 
 /// What this rank's device is: whether it is iWARP (connects through RDMA
 /// CM only) and the address its peers reach it at (the device's IPv4: an
@@ -537,38 +503,59 @@ pub fn run_plan(
     let width = steps::width(rounds);
     let mut port = first_port;
     for (r, round) in rounds.iter().enumerate() {
-        if done.contains(&r) {
-            port += round.len() as u32 * block * width as u32;
-            continue;
+        if !done.contains(&r) {
+            let runs = run_round(a, rank, eps, slots, r, round, port, width, lost, barrier);
+            after_round(r, &runs);
         }
-        round_hook(rank, r);
-        let mut runs = Vec::new();
-        for step in round {
-            let (at, next) = steps::ports(step, port, slots, block, width);
-            port = next;
-            let mine: Vec<(Side, Option<u16>, usize)> = step
-                .iter()
-                .zip(&at)
-                .filter(|(f, _)| f.client == rank || f.server == rank)
-                // A lost partner's runs are not started (see run_rounds).
-                .filter(|(f, _)| !lost(if f.client == rank { f.server } else { f.client }))
-                .map(|(f, &p)| {
-                    let side = Side {
-                        me: rank,
-                        peer: if f.client == rank { f.server } else { f.client },
-                        client: f.client == rank,
-                        rail: (f.ci == f.si).then_some(f.ci),
-                        client_ep: eps.get(f.client).and_then(|e| e.get(f.ci)).cloned(),
-                        server_ep: eps.get(f.server).and_then(|e| e.get(f.si)).cloned(),
-                    };
-                    (side, u16::try_from(p).ok(), steps::share(step, f))
-                })
-                .collect();
-            runs.extend(at_once(a, &mine));
-            barrier();
-        }
-        after_round(r, &runs);
+        port += round.len() as u32 * block * width as u32;
     }
+}
+
+/// This rank's share of round `r` of a plan (`round`: its steps), the
+/// first step's ports from `port`, `width` ports per server in a step
+/// ([`steps::ports`]): each step's runs at once, then a meeting of the
+/// ranks at `barrier`. Runs with a `lost` partner are not started.
+#[allow(clippy::too_many_arguments)]
+pub fn run_round(
+    a: &PairArgs,
+    rank: usize,
+    eps: &[Vec<Endpoint>],
+    slots: &[usize],
+    r: usize,
+    round: &steps::Round,
+    mut port: u32,
+    width: usize,
+    lost: &dyn Fn(usize) -> bool,
+    barrier: &mut dyn FnMut(),
+) -> Vec<PairRun> {
+    let block = slots.iter().max().map_or(1, |m| m + 1) as u32;
+    round_hook(rank, r);
+    let mut runs = Vec::new();
+    for step in round {
+        let (at, next) = steps::ports(step, port, slots, block, width);
+        port = next;
+        let mine: Vec<(Side, Option<u16>, usize)> = step
+            .iter()
+            .zip(&at)
+            .filter(|(f, _)| f.client == rank || f.server == rank)
+            // A lost partner's runs are not started (see run_rounds).
+            .filter(|(f, _)| !lost(if f.client == rank { f.server } else { f.client }))
+            .map(|(f, &p)| {
+                let side = Side {
+                    me: rank,
+                    peer: if f.client == rank { f.server } else { f.client },
+                    client: f.client == rank,
+                    rail: (f.ci == f.si).then_some(f.ci),
+                    client_ep: eps.get(f.client).and_then(|e| e.get(f.ci)).cloned(),
+                    server_ep: eps.get(f.server).and_then(|e| e.get(f.si)).cloned(),
+                };
+                (side, u16::try_from(p).ok(), steps::share(step, f))
+            })
+            .collect();
+        runs.extend(at_once(a, &mine));
+        barrier();
+    }
+    runs
 }
 
 /// This rank's runs of one step, each in its own thread (one alone runs

@@ -31,7 +31,9 @@ pub fn requests(d: &Diagnosis) -> Vec<(usize, Option<usize>)> {
                 let (a, b) = (v.hosts[0], v.hosts[1]);
                 req.extend([(a, Some(b)), (a, None), (b, None)]);
             }
-            Kind::Lost => {}
+            // A lost host is not measured again; the cluster's rate
+            // against its ports is every pair's, not a suspect's.
+            Kind::Lost | Kind::Cluster => {}
         }
     }
     req
@@ -114,7 +116,7 @@ pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {
         suspects: d
             .verdicts
             .iter()
-            .filter(|v| v.kind != Kind::Lost)
+            .filter(|v| !matches!(v.kind, Kind::Lost | Kind::Cluster))
             .map(|v| Suspect {
                 kind: v.kind.as_str().to_owned(),
                 hosts: v.hosts.clone(),
@@ -271,10 +273,11 @@ impl Plan {
 }
 
 /// What a final verdict does to the exit status once the job retested: a
-/// lost host or a verdict the retest `confirmed` ([`Plan::confirms`])
-/// fails, any other warns.
+/// lost host, the cluster under its ports' rate (every pair measured it:
+/// no retest can clear it) or a verdict the retest `confirmed`
+/// ([`Plan::confirms`]) fails, any other warns.
 pub fn verdict_status(v: &Verdict, confirmed: bool) -> Status {
-    if v.kind == Kind::Lost || confirmed {
+    if matches!(v.kind, Kind::Lost | Kind::Cluster) || confirmed {
         Status::Fail
     } else {
         Status::Warn
@@ -295,6 +298,7 @@ pub fn status(d: &Diagnosis, plan: &Plan, hosts: usize) -> Status {
 pub fn outcome(v: &Verdict, confirmed: bool) -> &'static str {
     match (v.kind, confirmed, v.retested, v.seen_again) {
         (Kind::Lost, ..) => "a failure",
+        (Kind::Cluster, ..) => "against the ports' rate: a failure",
         (_, true, ..) => "confirmed by the retest: a failure",
         (_, false, true, true) => {
             "not confirmed (the retest saw it, but not against a host judged good): a warning"

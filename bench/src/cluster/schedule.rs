@@ -5,11 +5,11 @@
 //! A round is a list of directed flows (client, server); in a round every
 //! host is the client of at most `partners` flows and the server of at most
 //! `partners` flows on each NIC: a port sends and receives at once (full
-//! duplex), so a pair's two directions run together. All NICs of a host run
-//! the same round on their own rail at once, so the NIC count does not change
-//! the time.
-
-use super::pairs;
+//! duplex), so a pair's two directions run together. In this module's own
+//! time model ([`choose`], [`Plan::predicted_wall_s`]) all NICs of a host run
+//! the same round on their own rail at once; the job runs the rails one
+//! after another, and its prediction ([`super::steps::JobPlan`]) is the one
+//! the job and the simulator print.
 
 /// The time model of one round (docs/cluster-diagnosis.md, "The model").
 #[derive(Debug, Clone, PartialEq)]
@@ -122,9 +122,47 @@ pub struct Plan {
     pub seed: u64,
 }
 
+/// The round-robin schedule: this rank's partner in round `r` of `n` (even)
+/// slots, or `None` when it sits out (odd rank counts).
+pub fn partner(rank: usize, r: usize, n: usize, real: usize) -> Option<usize> {
+    let m = n - 1;
+    let p = if rank == m {
+        r
+    } else if rank == r {
+        m
+    } else {
+        (2 * r + m - rank) % m
+    };
+    (p != rank && p < real && rank < real).then_some(p)
+}
+
+/// How many rounds `size` ranks need (each one run per direction).
+pub fn rounds(size: usize) -> usize {
+    if size < 2 {
+        0
+    } else {
+        size.div_ceil(2) * 2 - 1
+    }
+}
+
+/// The (client NIC index, server NIC index) of every run between two
+/// ranks with `n` rails each: rail k against rail k, then with
+/// `--cross-rails` every other combination.
+pub fn combos(n: usize, cross: bool) -> Vec<(usize, usize)> {
+    let mut v: Vec<(usize, usize)> = (0..n).map(|k| (k, k)).collect();
+    if cross {
+        for i in 0..n {
+            for j in (0..n).filter(|&j| j != i) {
+                v.push((i, j));
+            }
+        }
+    }
+    v
+}
+
 /// Rounds of the circle method for `hosts` (one partner each per round).
 pub fn circle_rounds(hosts: usize) -> usize {
-    pairs::rounds(hosts)
+    rounds(hosts)
 }
 
 /// The retest rounds allowed: ceil(log2 hosts), at least 2 (a suspect meets
@@ -193,7 +231,7 @@ impl Plan {
                 let total = circle_rounds(n);
                 for c in (r * self.partners..(r + 1) * self.partners).filter(|&c| c < total) {
                     for i in 0..n {
-                        if let Some(p) = pairs::partner(i, c, slots, n)
+                        if let Some(p) = partner(i, c, slots, n)
                             && i < p
                         {
                             flows.extend([(i, p), (p, i)]);

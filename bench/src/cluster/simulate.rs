@@ -4,7 +4,7 @@
 //! the run length, injected faults), with no MPI and no network. It prints
 //! the verdicts as the real job does, the predicted wall time of the real
 //! job, and what it found against what was injected. The model is
-//! [`schedule::Model`], stated in docs/cluster-diagnosis.md.
+//! [`Model`], stated in docs/cluster-diagnosis.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -12,7 +12,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::diagnose::{self, Diagnosis, Input, Kind, Rail, Verdict};
-use super::schedule::{self, Model, Plan, Rng};
+use super::job::{self, Network};
+use super::schedule::{Model, Plan, Rng};
+use super::steps::{self, JobPlan, Round};
 
 /// Exit status: every injected fault found and classified right, and no
 /// other verdict.
@@ -28,7 +30,8 @@ pub struct SimArgs {
     #[arg(long, value_name = "HOSTS[xNICS]")]
     pub simulate: Option<String>,
     /// Faults to inject: host:H:F, nic:H:K:F, link:A:B:F, direction:A:B:F
-    /// (A -> B only), flap:A:B, dead:H, hang:H (F: the rate factor, e.g. 0.8).
+    /// (A -> B only), flap:A:B, dead:H, hang:H, fabric:F (every path; F:
+    /// the rate factor, e.g. 0.8).
     #[arg(long, value_name = "SPEC", num_args = 1.., requires = "simulate")]
     pub inject: Vec<String>,
     /// The time the pair stage may take, in minutes: picks the schedule
@@ -53,6 +56,13 @@ pub struct SimArgs {
     /// written under --out).
     #[arg(long, requires = "simulate")]
     pub documents: bool,
+    /// Run the simulated cluster through the real job's code: its schedule
+    /// (--budget, --perf-args -D, --cross-rails as the job reads them), its
+    /// rounds, retest plan, confirmation, verdicts, report and exit status,
+    /// each run measured by the model instead of erdma-perf (for clusters
+    /// of up to a few hundred hosts: every run is a record, as the job's).
+    #[arg(long, requires = "simulate")]
+    pub as_job: bool,
     /// Put the injected faults on other hosts in each cluster: a random
     /// draw per seed, hK naming the K-th host drawn (the clusters then
     /// differ in where the faults sit, not only in their noise).
@@ -100,6 +110,9 @@ pub enum Fault {
     Dead(usize),
     /// A host that hangs: its first run never ends.
     Hang(usize),
+    /// Every path of the cluster at factor f (a wrong MTU, flow control
+    /// off, a rate-limited network): only the ports' rate shows it.
+    Fabric(f64),
 }
 
 /// The most simulated hosts.
@@ -164,9 +177,10 @@ impl Fault {
             "flap" => "flap:HOST:HOST, e.g. flap:h3:h9",
             "dead" => "dead:HOST, e.g. dead:h5",
             "hang" => "hang:HOST, e.g. hang:h5",
+            "fabric" => "fabric:FACTOR, e.g. fabric:0.8",
             k => {
                 return Err(bad(format!(
-                    "no fault kind '{k}': one of host, nic, link, direction, flap, dead, hang"
+                    "no fault kind '{k}': one of host, nic, link, direction, flap, dead, hang, fabric"
                 )));
             }
         };
@@ -194,6 +208,7 @@ impl Fault {
             }
             ["dead", h] => Fault::Dead(host(h)?),
             ["hang", h] => Fault::Hang(host(h)?),
+            ["fabric", f] => Fault::Fabric(factor(f)?),
             _ => return Err(bad(format!("expected {usage}"))),
         };
         Ok(fault)
@@ -210,6 +225,7 @@ impl Fault {
             Fault::Flap(x, y) => Fault::Flap(a(x).min(a(y)), a(x).max(a(y))),
             Fault::Dead(h) => Fault::Dead(a(h)),
             Fault::Hang(h) => Fault::Hang(a(h)),
+            Fault::Fabric(f) => Fault::Fabric(f),
         }
     }
 
@@ -225,6 +241,7 @@ impl Fault {
             Fault::Link(a, b, _) | Fault::Flap(a, b) => v.kind == Kind::Link && v.hosts == [a, b],
             Fault::Direction(a, b, _) => v.kind == Kind::Direction && v.hosts == [a, b],
             Fault::Dead(h) | Fault::Hang(h) => v.kind == Kind::Lost && v.hosts == [h],
+            Fault::Fabric(_) => v.kind == Kind::Cluster,
         }
     }
 }
@@ -245,6 +262,7 @@ pub struct Truth {
     flap: BTreeSet<(usize, usize)>,
     dead: Vec<bool>,
     hang: Vec<bool>,
+    fabric: f64,
 }
 
 impl Truth {
@@ -259,6 +277,7 @@ impl Truth {
             flap: BTreeSet::new(),
             dead: vec![false; hosts],
             hang: vec![false; hosts],
+            fabric: 1.0,
         };
         for f in faults {
             match *f {
@@ -274,6 +293,7 @@ impl Truth {
                 }
                 Fault::Dead(h) => t.dead[h] = true,
                 Fault::Hang(h) => t.hang[h] = true,
+                Fault::Fabric(x) => t.fabric *= x,
             }
         }
         t
@@ -284,8 +304,20 @@ impl Truth {
     /// every flow through it (the slower end wins), a slow path scales its
     /// flow's rate (loss or retransmissions: see the docs on capacity cuts).
     fn measure(&self, nic: usize, c: usize, s: usize, sigma: f64, rng: &mut Rng) -> f64 {
+        self.measure_on((nic, nic), c, s, sigma, rng)
+    }
+
+    /// [`Truth::measure`] from the client's NIC `ci` to the server's `si`.
+    fn measure_on(
+        &self,
+        (ci, si): (usize, usize),
+        c: usize,
+        s: usize,
+        sigma: f64,
+        rng: &mut Rng,
+    ) -> f64 {
         let h = self.hosts;
-        let mut f = self.port[nic * h + c].min(self.port[nic * h + s]);
+        let mut f = self.port[ci * h + c].min(self.port[si * h + s]) * self.fabric;
         f *= self.path.get(&(c, s)).copied().unwrap_or(1.0);
         if self.flap.contains(&(c.min(s), c.max(s))) {
             f *= 0.2 + 0.6 * rng.unit();
@@ -299,6 +331,9 @@ impl Truth {
 pub struct Outcome {
     /// The final verdicts.
     pub diagnosis: Diagnosis,
+    /// Whether the retest confirmed each verdict: these and the lost
+    /// hosts fail the job, the others are its warnings.
+    pub confirmed: Vec<bool>,
     /// Verdicts before the retest.
     pub suspects: usize,
     /// Retest rounds run and pairs measured in them.
@@ -360,7 +395,19 @@ impl Job<'_> {
 
 /// Simulates one job: the plan's rounds, the first diagnosis, the retest
 /// rounds with good hosts, the final diagnosis.
-pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Outcome {
+///
+/// Each round takes `steps` steps of the job (its rails one after another,
+/// each direction its own step without `--budget`:
+/// [`JobPlan::steps_per_round`]); every step costs the model's overhead and
+/// one run, as the job's prediction counts them.
+pub fn run(
+    t: &Truth,
+    plan: &Plan,
+    steps: usize,
+    m: &Model,
+    names: &[String],
+    seed: u64,
+) -> Outcome {
     let n = t.hosts;
     let mut job = Job {
         t,
@@ -373,7 +420,7 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
     let sigma = m.sigma(plan.partners, plan.run_s);
     let mut wall = 0.0;
     for r in 0..plan.rounds {
-        wall += m.round_s(plan.run_s);
+        wall += steps as f64 * m.round_s(plan.run_s);
         let mut hung = false;
         for flow in plan.round(r) {
             hung |= job.flow(flow, sigma, false);
@@ -397,25 +444,14 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
         .iter()
         .filter(|v| v.kind != Kind::Lost)
         .count();
-    let blamed: BTreeSet<usize> = first
-        .verdicts
-        .iter()
-        .flat_map(|v| v.hosts.iter().copied())
-        .collect();
-    let good: Vec<usize> = (0..n)
-        .filter(|h| !blamed.contains(h) && !job.is_lost[*h])
-        .collect();
-    let (rounds, left) = schedule::retest_pairs(
-        &super::retest::requests(&first),
-        &good,
-        n,
-        plan.retest_rounds,
-    );
+    // The job's retest plan (the same suspects, partners and rounds).
+    let retest_plan = super::retest::plan(&first, n, plan.retest_rounds);
+    let rounds = retest_plan.rounds.clone();
     // Retests run one partner per host: the suspect's flow alone on its port.
     let sigma1 = m.sigma(1, plan.run_s);
     let mut pairs = 0;
     for round in &rounds {
-        wall += m.round_s(plan.run_s);
+        wall += steps as f64 * m.round_s(plan.run_s);
         for &(a, b) in round {
             pairs += 1;
             job.flow((a, b), sigma1, true);
@@ -427,15 +463,226 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
     } else {
         judge(&job)
     };
+    // Which verdicts the retest confirmed ([`super::retest::Plan::confirms`]):
+    // with the lost hosts, the job's failures.
+    let confirmed = diagnosis
+        .verdicts
+        .iter()
+        .map(|v| retest_plan.confirms(v, &diagnosis, n))
+        .collect();
     Outcome {
         diagnosis,
+        confirmed,
         suspects,
         retest_rounds: rounds.len(),
         retest_pairs: pairs,
-        not_retested: left.len(),
+        not_retested: retest_plan.left,
         wall_s: wall,
         rails: job.rails,
     }
+}
+
+/// The model as the job's network ([`job::Network`]): every rank's runs
+/// of a round measured from the [`Truth`], as the ranks would send them
+/// (a client and a server record per run; a run shared by `k` flows on a
+/// port at the model's rate over `k`, as erdma-perf would measure it). A
+/// dead host's runs are not made and it is lost at once; a hung one is
+/// lost after one run deadline, which the round then lasts.
+pub struct ModelNet<'t> {
+    t: &'t Truth,
+    model: Model,
+    run_s: f64,
+    rng: Rng,
+    lost: Vec<(usize, String)>,
+    is_lost: Vec<bool>,
+    wall_s: f64,
+}
+
+impl<'t> ModelNet<'t> {
+    /// The network of `t`, runs of `run_s` seconds, noise of `model`,
+    /// draws from `seed`.
+    pub fn new(t: &'t Truth, model: Model, run_s: f64, seed: u64) -> ModelNet<'t> {
+        ModelNet {
+            t,
+            model,
+            run_s,
+            rng: Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x5EED),
+            lost: Vec::new(),
+            is_lost: vec![false; t.hosts],
+            wall_s: 0.0,
+        }
+    }
+
+    /// The ranks lost so far, with why (as the job's live ranks name them).
+    pub fn lost(&self) -> &[(usize, String)] {
+        &self.lost
+    }
+
+    /// The modelled wall time of the rounds run so far, seconds.
+    pub fn wall_s(&self) -> f64 {
+        self.wall_s
+    }
+
+    /// Whether host `h` is lost now (marking it when its fault shows);
+    /// true also when it hung here (`hung` set).
+    fn gone(&mut self, h: usize, hung: &mut bool) -> bool {
+        if self.is_lost[h] {
+            return true;
+        }
+        let why = if self.t.dead[h] {
+            "its runs failed at once: the process is gone (dead)".to_owned()
+        } else if self.t.hang[h] {
+            *hung = true;
+            format!(
+                "no answer within the run's deadline of {:.0} s (hung); the job went on without it",
+                self.model.deadline_s(self.run_s)
+            )
+        } else {
+            return false;
+        };
+        self.is_lost[h] = true;
+        self.lost.push((h, why));
+        true
+    }
+}
+
+impl Network for ModelNet<'_> {
+    fn root(&self) -> bool {
+        true
+    }
+
+    fn round(
+        &mut self,
+        _r: usize,
+        round: &Round,
+        _port: u32,
+        _width: usize,
+        _retest: bool,
+    ) -> Option<Vec<Vec<u8>>> {
+        let mut per: Vec<Vec<Value>> = vec![Vec::new(); self.t.hosts];
+        for step in round {
+            self.wall_s += self.model.round_s(self.run_s);
+            let mut hung = false;
+            for f in step {
+                let (c, s) = (f.client, f.server);
+                if self.gone(c, &mut hung) || self.gone(s, &mut hung) {
+                    continue;
+                }
+                let share = steps::share(step, f);
+                let sigma = self.model.sigma(share, self.run_s);
+                let g = self.t.measure_on((f.ci, f.si), c, s, sigma, &mut self.rng) / share as f64;
+                let rail = (f.ci == f.si).then_some(f.ci);
+                let (cd, sd) = (sim_device(f.ci), sim_device(f.si));
+                let run = |role: &str, gbps: Option<f64>| {
+                    json!({"client": c, "server": s, "role": role, "gbps": gbps, "error": null,
+                           "doc": null, "rail": rail, "client_device": cd, "server_device": sd,
+                           "verified": true, "corrupt": false, "rerun": "", "share": share})
+                };
+                per[c].push(run("client", Some(g)));
+                per[s].push(run("server", None));
+            }
+            if hung {
+                self.wall_s += self.model.deadline_s(self.run_s) - self.run_s;
+            }
+        }
+        Some(
+            per.into_iter()
+                .map(|v| Value::Array(v).to_string().into_bytes())
+                .collect(),
+        )
+    }
+
+    fn agree(&mut self, mine: Option<super::retest::Plan>) -> super::retest::Plan {
+        mine.unwrap_or_default()
+    }
+}
+
+/// The name of a simulated host's NIC `k`.
+fn sim_device(k: usize) -> String {
+    format!("sim{k}")
+}
+
+/// The erdma-doctor document of a simulated host: one check, `rdma.ports`,
+/// its `nics` NICs' ports active at `port_gbps` (what the job judges the
+/// pairs against), named as the host.
+fn sim_doctor(name: &str, nics: usize, port_gbps: f64) -> Vec<u8> {
+    let ports: Vec<Value> = (0..nics)
+        .map(|k| {
+            json!({"device": sim_device(k), "port": 1, "state": "PORT_ACTIVE",
+                   "phys_state": "LINK_UP", "netdev": null, "rate_gbps": port_gbps,
+                   "emulated": false})
+        })
+        .collect();
+    let check = json!({"id": "rdma.ports", "group": "rdma", "status": "ok",
+                       "found": "every simulated port PORT_ACTIVE, LINK_UP", "fix": null,
+                       "details": ports});
+    json!({"tool": "erdma-doctor", "version": env!("CARGO_PKG_VERSION"), "host": name,
+           "status": "ok", "checks": [check], "summary": {"ok": 1, "warn": 0, "fail": 0, "skip": 0}})
+    .to_string()
+    .into_bytes()
+}
+
+/// `erdma-cluster --simulate ... --as-job`: the real job's pair stage and
+/// report on the model's network ([`ModelNet`]): the job's schedule from
+/// `args` as the job reads it, its rounds, retest, verdicts, text or JSON
+/// and exit status (0 to 5 as the job's), with the simulated wall time as
+/// the measured one.
+pub fn job_main(
+    args: &super::Args,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> i32 {
+    let s = match setup(args) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "erdma-cluster: {e}");
+            return super::EXIT_USAGE;
+        }
+    };
+    let plan = s.job.clone();
+    let names = sim_names(s.hosts);
+    let truth = Truth::new(s.hosts, s.nics, args.sim.port_gbps, &s.faults);
+    let (code, _) = run_job(args, &plan, &truth, &names, &s.model, out, err);
+    code
+}
+
+/// The job of `plan` on the model's network of `truth`: the report (to
+/// `out`) and exit status of [`super::report_with`], and the pair stage's
+/// runs (for a test to compare).
+pub fn run_job(
+    args: &super::Args,
+    plan: &JobPlan,
+    truth: &Truth,
+    names: &[String],
+    model: &Model,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> (i32, job::PairStage) {
+    let docs: Vec<Vec<u8>> = names
+        .iter()
+        .map(|n| sim_doctor(n, truth.nics, truth.port_gbps))
+        .collect();
+    let mut net = ModelNet::new(truth, model.clone(), plan.plan.run_s, args.sim.seed);
+    let ports = job::Ports::new(args.pair.pair_port, &vec![0; names.len()]);
+    let stage = job::pair_stage(
+        plan,
+        &mut net,
+        names.len(),
+        ports,
+        BTreeMap::new(),
+        &mut |_, _| {},
+        &|raw| super::retest_plan(args, &docs, raw),
+    );
+    let gathered = super::Gathered {
+        lost: net.lost().to_vec(),
+        schedule: Some(job::schedule_json(plan, net.wall_s())),
+        retest: stage.retest.clone(),
+        planned: plan.budgeted.then(|| plan.planned()),
+        ..Default::default()
+    };
+    let meta = crate::meta::RunMeta::now("erdma-cluster");
+    let code = super::report_with(args, &meta, &docs, Some(&stage.raw), &gathered, out, err);
+    (code, stage)
 }
 
 /// Injected faults against the verdicts: for each fault the verdict that
@@ -443,11 +690,19 @@ pub fn run(t: &Truth, plan: &Plan, m: &Model, names: &[String], seed: u64) -> Ou
 pub fn score(
     faults: &[Fault],
     verdicts: &[Verdict],
+    confirmed: &[bool],
     nics: usize,
 ) -> (Vec<Option<usize>>, Vec<usize>) {
+    // Found: the verdict that names the fault fails the job, as the job's
+    // (lost, or confirmed by the retest: a warning only is not a find).
+    let fails = |i: usize| {
+        let v: &Verdict = &verdicts[i];
+        let c = confirmed.get(i).copied().unwrap_or(false);
+        super::retest::verdict_status(v, c) == crate::doctor::Status::Fail
+    };
     let found: Vec<Option<usize>> = faults
         .iter()
-        .map(|f| verdicts.iter().position(|v| f.matches(v, nics)))
+        .map(|f| (0..verdicts.len()).find(|&i| f.matches(&verdicts[i], nics) && fails(i)))
         .collect();
     let false_ones = (0..verdicts.len())
         .filter(|&i| !faults.iter().any(|f| f.matches(&verdicts[i], nics)))
@@ -463,9 +718,16 @@ struct Setup {
     faults: Vec<Fault>,
     plan: Plan,
     model: Model,
+    /// The job's schedule for this cluster (`plan` is its pairs): its
+    /// steps per round and its prediction.
+    job: JobPlan,
 }
 
-fn setup(a: &SimArgs) -> Result<Setup, String> {
+/// The simulation of `args`: the cluster's shape and faults, and the
+/// schedule the job would run on it ([`super::job_plan`]: `--budget`,
+/// `--perf-args -D`, `--cross-rails`, as the job reads them).
+fn setup(args: &super::Args) -> Result<Setup, String> {
+    let a = &args.sim;
     let shape = a.simulate.as_deref().unwrap_or("");
     let (hosts, nics) = parse_shape(shape)?;
     let faults = a
@@ -477,7 +739,11 @@ fn setup(a: &SimArgs) -> Result<Setup, String> {
         noise: a.noise,
         ..Model::default()
     };
-    let plan = schedule::choose(hosts, a.budget.map(|m| m * 60.0), &model, a.seed)?;
+    let job = super::job_plan(args, hosts, nics)?;
+    let plan = Plan {
+        seed: a.seed,
+        ..job.plan.clone()
+    };
     Ok(Setup {
         hosts,
         nics,
@@ -485,6 +751,7 @@ fn setup(a: &SimArgs) -> Result<Setup, String> {
         faults,
         plan,
         model,
+        job,
     })
 }
 
@@ -505,15 +772,9 @@ impl ClusterResult {
 
 /// `erdma-cluster --simulate`: prints the report to `out`; returns the exit
 /// status ([`EXIT_MATCH`], [`EXIT_MISMATCH`], usage 3, output 4).
-pub fn main(
-    a: &SimArgs,
-    json_out: bool,
-    out_dir: Option<&std::path::Path>,
-    drain: Option<super::drain::Mode>,
-    out: &mut dyn std::io::Write,
-    err: &mut dyn std::io::Write,
-) -> i32 {
-    let s = match setup(a) {
+pub fn main(args: &super::Args, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> i32 {
+    let (a, json_out, out_dir, drain) = (&args.sim, args.json, args.out.as_deref(), args.drain);
+    let s = match setup(args) {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "erdma-cluster: {e}");
@@ -537,12 +798,18 @@ pub fn main(
                 s.faults.clone()
             };
             let truth = Truth::new(s.hosts, s.nics, a.port_gbps, &faults);
-            let mut outcome = run(&truth, &plan, &s.model, &names, seed);
+            let steps = s.job.steps_per_round();
+            let mut outcome = run(&truth, &plan, steps, &s.model, &names, seed);
             if i > 0 || !a.documents {
                 // 16 MB per NIC at 1000 hosts: kept for --documents only.
                 outcome.rails = Vec::new();
             }
-            let (found, false_ones) = score(&faults, &outcome.diagnosis.verdicts, s.nics);
+            let (found, false_ones) = score(
+                &faults,
+                &outcome.diagnosis.verdicts,
+                &outcome.confirmed,
+                s.nics,
+            );
             ClusterResult {
                 seed,
                 outcome,
@@ -587,13 +854,15 @@ pub fn main(
         );
         return super::EXIT_OUTPUT;
     }
-    // --drain: the first cluster's verdicts; in the simulation a verdict the
-    // retest saw again stands for a confirmed one.
+    // --drain: the first cluster's verdicts the job would drain (confirmed
+    // by the retest, as the job's Plan::confirms decides).
     if let Some(mode) = drain {
         let d = &results[0].outcome.diagnosis;
-        let list = super::drain::drains(d.verdicts.iter().map(|v| (v, v.seen_again)), |i| {
-            names.get(i).cloned()
-        });
+        let confirmed = d
+            .verdicts
+            .iter()
+            .zip(results[0].outcome.confirmed.iter().copied());
+        let list = super::drain::drains(confirmed, |i| names.get(i).cloned());
         if !super::drain::run(&list, mode, err) {
             return super::EXIT_OUTPUT;
         }
@@ -705,11 +974,14 @@ fn gather(
         lost: &[],
         schedule: None,
         retest: None,
+        port_rate: super::PortRate::Off,
     };
     let meta = RunMeta::now("erdma-cluster");
-    let whole = super::render_json(&meta, &reports, &problems, &across, &stages);
+    let judgement = super::Judgement::of(&reports, &across, &stages);
+    let whole = super::render_json(&meta, &reports, &problems, &across, &stages, &judgement);
     let json_bytes = whole.to_string().len();
-    let text_bytes = super::render_text(&meta, &reports, &problems, &across, &stages).len();
+    let text_bytes =
+        super::render_text(&meta, &reports, &problems, &across, &stages, &judgement).len();
     if let Some(dir) = out_dir {
         super::write_out(dir, &reports, Some(&m), &whole)?;
     }
@@ -749,10 +1021,7 @@ fn render_text(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
     let budget = a
         .budget
         .map_or_else(String::new, |b| format!(" (--budget {b} min)"));
-    t.push_str(&format!(
-        "# schedule{budget}: {}\n",
-        s.plan.describe(&s.model)
-    ));
+    t.push_str(&format!("# schedule{budget}: {}\n", s.job.describe()));
     if !s.plan.finds_capacity_cuts() {
         t.push_str("# note: several flows share each port: a link whose capacity is cut shows only under its share (docs/cluster-diagnosis.md)\n");
     }
@@ -795,7 +1064,7 @@ fn render_text(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         r0.false_ones.len(),
         if r0.false_ones.len() == 1 { "" } else { "s" },
         o.wall_s,
-        s.plan.predicted_wall_s(&s.model),
+        s.job.predicted_wall_s(),
         r0.elapsed_s
     ));
     if results.len() > 1 {
@@ -856,9 +1125,10 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
                      "seed": a.seed, "inject": s.specs, "budget_min": a.budget, "shuffle": a.shuffle},
         "schedule": {"pattern": s.plan.pattern.as_str(), "partners": s.plan.partners,
                      "run_s": s.plan.run_s, "rounds": s.plan.rounds, "retest_rounds_max": s.plan.retest_rounds,
-                     "overhead_s": s.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
-                     "describe": s.plan.describe(&s.model)},
-        "predicted_wall_s": s.plan.predicted_wall_s(&s.model),
+                     "overhead_s": s.job.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
+                     "steps_per_round": s.job.steps_per_round(), "together": s.job.together,
+                     "describe": s.job.describe()},
+        "predicted_wall_s": s.job.predicted_wall_s(),
         "simulated_wall_s": o.wall_s,
         "retest": {"suspects": o.suspects, "rounds": o.retest_rounds, "pairs": o.retest_pairs,
                    "not_retested": o.not_retested},
@@ -940,6 +1210,199 @@ mod tests {
         assert!(fraction("80%").is_err());
     }
 
+    /// (kind, hosts, nic) of each verdict, sorted.
+    fn keys(d: &Diagnosis) -> Vec<(String, Vec<usize>, Option<usize>)> {
+        let mut k: Vec<_> = d
+            .verdicts
+            .iter()
+            .map(|v| (v.kind.as_str().to_owned(), v.hosts.clone(), v.nic))
+            .collect();
+        k.sort();
+        k
+    }
+
+    /// The exit status the job gives the simulator path's verdicts: lost
+    /// 5, a confirmed verdict 2, another verdict 1, none 0.
+    fn sim_exit(o: &Outcome) -> i32 {
+        let v = &o.diagnosis.verdicts;
+        if v.iter().any(|v| v.kind == Kind::Lost) {
+            super::super::EXIT_LOST
+        } else if o.confirmed.iter().any(|c| *c) || v.iter().any(|v| v.kind == Kind::Cluster) {
+            super::super::EXIT_FAIL
+        } else if v.is_empty() {
+            super::super::EXIT_OK
+        } else {
+            super::super::EXIT_WARN
+        }
+    }
+
+    #[test]
+    fn the_job_and_the_simulator_agree_on_one_model_network() {
+        // The same small cluster both ways: the simulator's compact path
+        // (simulate::run) and the job's code (job::pair_stage on the
+        // model's network, then report_with). The schedule's cells, the
+        // verdicts and the exit status must be the same.
+        use clap::Parser;
+        let cases: &[(&str, &[&str], i32)] = &[
+            ("8x2", &[], 0),
+            ("8x2", &["link:h1:h2:0.5"], 2),
+            ("8x2", &["nic:h5:1:0.6", "host:h3:0.7"], 2),
+            ("6", &["direction:h4:h0:0.6"], 2),
+            ("8", &["dead:h6", "link:h1:h2:0.5"], 5),
+            // Uniformly 20% slow: no host differs, only the ports' rate
+            // (rdma.ports of the documents, --port-gbps here) shows it.
+            ("8x2", &["fabric:0.8"], 2),
+        ];
+        for &(shape, inject, want) in cases {
+            let mut argv = vec!["erdma-cluster", "--simulate", shape, "--json", "--as-job"];
+            if !inject.is_empty() {
+                argv.push("--inject");
+                argv.extend_from_slice(inject);
+            }
+            let args = super::super::Args::try_parse_from(&argv).unwrap();
+            let st = setup(&args).unwrap();
+            let names = sim_names(st.hosts);
+            let truth = Truth::new(st.hosts, st.nics, 100.0, &st.faults);
+            // The job's schedule and the simulator's: the same pairs.
+            let jp = st.job.clone();
+            let mut job_cells = jp.planned();
+            let mut sim_cells = first_flows(&st.plan, args.sim.seed);
+            job_cells.sort_unstable();
+            sim_cells.sort_unstable();
+            assert_eq!(job_cells, sim_cells, "{shape} {inject:?}");
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let (code, stage) = run_job(&args, &jp, &truth, &names, &st.model, &mut out, &mut err);
+            let doc: Value = serde_json::from_slice(&out).expect("the job's JSON");
+            let o = run(
+                &truth,
+                &st.plan,
+                st.job.steps_per_round(),
+                &st.model,
+                &names,
+                args.sim.seed,
+            );
+            assert_eq!(code, want, "{shape} {inject:?}: {doc:#}");
+            assert_eq!(sim_exit(&o), want, "{shape} {inject:?}");
+            assert_eq!(doc["exit_status"], want);
+            // The job's verdicts, as its JSON names them.
+            let mut job_keys: Vec<(String, Vec<usize>, Option<usize>)> = doc["verdicts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| {
+                    let hosts = v["hosts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|h| names.iter().position(|n| h == n.as_str()).unwrap())
+                        .collect();
+                    (
+                        v["kind"].as_str().unwrap().to_owned(),
+                        hosts,
+                        v["nic"].as_u64().map(|k| k as usize),
+                    )
+                })
+                .collect();
+            job_keys.sort();
+            assert_eq!(job_keys, keys(&o.diagnosis), "{shape} {inject:?}: {doc:#}");
+            // Every fault injected is a verdict of both.
+            let nics = st.nics;
+            for f in &st.faults {
+                assert!(
+                    o.diagnosis.verdicts.iter().any(|v| f.matches(v, nics)),
+                    "{f:?}"
+                );
+            }
+            // The retest ran on both, from the same plan maker.
+            let (plan, _) = stage.retest.expect("the job's retest");
+            assert_eq!(plan.rounds.len(), o.retest_rounds, "{shape} {inject:?}");
+        }
+    }
+
+    #[test]
+    fn a_uniformly_slow_cluster_fails_against_its_ports_without_a_baseline() {
+        use clap::Parser;
+        for (inject, rate, want) in [
+            ("fabric:0.8", "auto", 2),
+            ("fabric:0.95", "auto", 0),
+            // The hosts among themselves only, or against what the network
+            // gives (80 of the ports' nominal 100 Gb/s): no verdict.
+            ("fabric:0.8", "off", 0),
+            ("fabric:0.8", "80", 0),
+        ] {
+            let argv = ["erdma-cluster", "--simulate", "16x2", "--as-job", "--json"];
+            let args = super::super::Args::try_parse_from(argv.iter().copied().chain([
+                "--inject",
+                inject,
+                "--port-rate",
+                rate,
+            ]))
+            .unwrap();
+            let mut out = Vec::new();
+            let code = job_main(&args, &mut out, &mut Vec::new());
+            let doc: Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(code, want, "{inject} {rate}: {:#}", doc["verdicts"]);
+            let cluster: Vec<&Value> = doc["verdicts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| v["kind"] == "cluster")
+                .collect();
+            if want == 0 {
+                assert!(cluster.is_empty(), "{cluster:?}");
+                continue;
+            }
+            // One per NIC, a failure, naming no host.
+            assert_eq!(cluster.len(), 2, "{:#}", doc["verdicts"]);
+            for v in cluster {
+                assert_eq!(v["status"], "fail");
+                assert_eq!(v["hosts"], serde_json::json!([]));
+                let r = v["numbers"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .find(|(k, _)| k.ends_with("_port_ratio"))
+                    .and_then(|(_, x)| x.as_f64())
+                    .unwrap();
+                assert!((0.75..0.85).contains(&r), "{r}");
+                assert!(
+                    v["why"].as_str().unwrap().contains("of the ports' rate"),
+                    "{v}"
+                );
+            }
+        }
+        let bad = super::super::Args::try_parse_from(["erdma-cluster", "--port-rate", "fast"]);
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("auto (the ports' own rate), off")
+        );
+        // The compact path finds it too, and a healthy cluster has no
+        // cluster verdict.
+        let t = Truth::new(64, 2, 100.0, &[Fault::Fabric(0.8)]);
+        let m = Model::default();
+        let plan = super::super::schedule::choose(64, None, &m, 1).unwrap();
+        let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
+        let o = run(&t, &plan, 1, &m, &names, 1);
+        let (found, false_ones) = score(
+            &[Fault::Fabric(0.8)],
+            &o.diagnosis.verdicts,
+            &o.confirmed,
+            2,
+        );
+        assert!(
+            found[0].is_some() && false_ones.is_empty(),
+            "{:?}",
+            o.diagnosis.verdicts
+        );
+        let healthy = run(&Truth::new(64, 2, 100.0, &[]), &plan, 1, &m, &names, 1);
+        assert!(
+            healthy.diagnosis.verdicts.is_empty(),
+            "{:?}",
+            healthy.diagnosis.verdicts
+        );
+    }
+
     #[test]
     fn every_fault_kind_is_found_at_64_hosts() {
         let specs = [
@@ -957,11 +1420,11 @@ mod tests {
             .collect();
         let t = Truth::new(64, 2, 100.0, &faults);
         let m = Model::default();
-        let plan = schedule::choose(64, None, &m, 1).unwrap();
+        let plan = super::super::schedule::choose(64, None, &m, 1).unwrap();
         let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
         for seed in 0..3 {
-            let o = run(&t, &plan, &m, &names, seed);
-            let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, 2);
+            let o = run(&t, &plan, 1, &m, &names, seed);
+            let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, &o.confirmed, 2);
             assert!(
                 found.iter().all(Option::is_some),
                 "seed {seed}: {found:?}\n{}",

@@ -3,14 +3,13 @@
 //! model of [`schedule`] (docs/cluster-diagnosis.md).
 //!
 //! A round of a [`schedule::Plan`] (directed flows) becomes one step per
-//! rail combination ([`pairs::combos`]): the rails run one after another,
+//! rail combination ([`schedule::combos`]): the rails run one after another,
 //! so that each NIC's number is its own. Without `--budget` each step
 //! holds one direction of every pair (the lower rank the client first, as
-//! [`pairs::run_rounds`] runs them); with `--budget` a pair's two
+//! `pairs::run_rounds` runs them); with `--budget` a pair's two
 //! directions, and the several partners of a round, run at once. After
 //! each step the ranks meet.
 
-use super::pairs;
 use super::schedule::{self, Model, Plan};
 
 /// One run of a step: the client's rank and NIC index, the server's.
@@ -134,6 +133,20 @@ pub struct JobPlan {
 }
 
 impl JobPlan {
+    /// The full matrix without a budget, each direction its own step.
+    pub fn full(hosts: usize, combos: Vec<(usize, usize)>, run_s: Option<f64>) -> JobPlan {
+        let model = Model::default();
+        let run = run_s.unwrap_or(model.default_run_s);
+        JobPlan {
+            plan: Plan::full(hosts, 1, run),
+            together: false,
+            combos,
+            run_assumed: run_s.is_none(),
+            model,
+            budgeted: false,
+        }
+    }
+
     /// The plan of a job of `hosts` ranks: without a budget today's full
     /// matrix (each direction its own step), with one the schedule that
     /// fits it ([`schedule::choose_for_job`]).
@@ -262,18 +275,18 @@ pub fn run_seconds(o: &crate::perf::options::Options) -> Option<f64> {
     o.duration.map(f64::from)
 }
 
-/// Today's schedule ([`pairs::partner`]) as steps, for the check that the
+/// Today's schedule ([`schedule::partner`]) as steps, for the check that the
 /// plan without a budget is the same set of runs in the same order.
 pub fn circle_steps(size: usize, combos: &[(usize, usize)]) -> Vec<Round> {
     let n = size.div_ceil(2) * 2;
-    (0..pairs::rounds(size))
+    (0..schedule::rounds(size))
         .map(|r| {
             let mut steps = Vec::new();
             for &(ci, si) in combos {
                 for d in 0..2 {
                     let mut step = Vec::new();
                     for rank in 0..size {
-                        if let Some(p) = pairs::partner(rank, r, n, size) {
+                        if let Some(p) = schedule::partner(rank, r, n, size) {
                             let client = if d == 0 { rank.min(p) } else { rank.max(p) };
                             let server = if client == rank { p } else { rank };
                             if client == rank {
@@ -302,14 +315,14 @@ mod tests {
     #[test]
     fn without_a_budget_the_plan_is_todays_runs() {
         for size in 2..=9 {
-            for combos in [pairs::combos(1, false), pairs::combos(2, true)] {
+            for combos in [schedule::combos(1, false), schedule::combos(2, true)] {
                 let jp = JobPlan::new(size, None, combos.clone(), Some(1.0)).unwrap();
                 assert_eq!(jp.rounds(), circle_steps(size, &combos), "size {size}");
                 assert_eq!(width(&jp.rounds()), 1);
                 // The same ports as pairs::run_rounds: 2 x rounds x combos x block.
                 assert_eq!(
                     jp.main_ports(3),
-                    2 * (pairs::rounds(size) * combos.len()) as u32 * 3
+                    2 * (schedule::rounds(size) * combos.len()) as u32 * 3
                 );
             }
         }
@@ -319,7 +332,7 @@ mod tests {
     fn budget_steps_run_both_directions_and_partners_at_once() {
         // 9 hosts, 1 rail, runs of 1 s, 9 s: 8 partners (2 rounds) + 4
         // retests of 1.3 s = 7.8 s fit 95% of it, 4 partners (9.1 s) not.
-        let jp = JobPlan::new(9, Some(9.0), pairs::combos(1, false), Some(1.0)).unwrap();
+        let jp = JobPlan::new(9, Some(9.0), schedule::combos(1, false), Some(1.0)).unwrap();
         assert!(jp.together);
         assert_eq!(jp.plan.partners, 8);
         let rounds = jp.rounds();
@@ -359,7 +372,7 @@ mod tests {
 
     #[test]
     fn retest_pairs_become_both_directions_and_shares_count_flows() {
-        let jp = JobPlan::new(4, None, pairs::combos(2, false), None).unwrap();
+        let jp = JobPlan::new(4, None, schedule::combos(2, false), None).unwrap();
         assert!(jp.run_assumed);
         assert!(jp.describe().contains("assumed"), "{}", jp.describe());
         let r = jp.retest_rounds(&[vec![(2, 0), (1, 3)]]);

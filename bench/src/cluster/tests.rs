@@ -362,18 +362,39 @@ fn pair_matrix_verdicts_in_the_reports() {
         pairs: Some(&m),
         ..Default::default()
     };
-    let v = render_json(&meta("a"), &reports, &[], &[], &stages);
+    let v = render_json(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &stages,
+        &Judgement::of(&reports, &[], &stages),
+    );
     let verdicts = v["verdicts"].as_array().unwrap();
     assert_eq!(verdicts.len(), 1, "{v}");
     assert_eq!(verdicts[0]["kind"], "direction");
     assert_eq!(verdicts[0]["hosts"], serde_json::json!(["b", "d"]));
-    let text = render_text(&meta("a"), &reports, &[], &[], &stages);
+    let text = render_text(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &stages,
+        &Judgement::of(&reports, &[], &stages),
+    );
     assert!(
         text.contains("direction b -> d: NIC 0: b -> d 12.00 Gb/s, d -> b 20.00 Gb/s"),
         "{text}"
     );
     // Without the pair stage: no verdicts key.
-    let none = render_json(&meta("a"), &reports, &[], &[], &Stages::default());
+    let none = render_json(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &Stages::default(),
+        &Judgement::of(&reports, &[], &Stages::default()),
+    );
     assert!(none.get("verdicts").is_none());
 }
 
@@ -418,7 +439,14 @@ fn every_rail_is_judged_and_a_slow_nic_is_named_with_its_index() {
         pairs: Some(&m),
         ..Default::default()
     };
-    let v = render_json(&meta("a"), &reports, &[], &[], &stages);
+    let v = render_json(
+        &meta("a"),
+        &reports,
+        &[],
+        &[],
+        &stages,
+        &Judgement::of(&reports, &[], &stages),
+    );
     let verdicts = v["verdicts"].as_array().unwrap();
     assert_eq!(verdicts.len(), 1, "{v}");
     assert_eq!(verdicts[0]["kind"], "nic", "{v}");
@@ -620,4 +648,107 @@ fn hooks_are_read_by_name_among_others() {
     assert_eq!(super::hook_in(all, "stop"), None);
     assert_eq!(super::hook_in("stop:0", "stop").as_deref(), Some("0"));
     assert_eq!(super::hook_in("", "slow"), None);
+}
+
+#[test]
+fn the_port_rate_comes_from_the_doctor_and_not_from_emulated_devices() {
+    let mut h = FakeHost::rig();
+    h.rdma.devices[0].vendor_id = Some(0x15b3);
+    let reports = parse_reports(&[doc("a", &h)]).unwrap();
+    assert_eq!(port_rate(&reports[0], Some("rxe0")), Some(2.5));
+    // erdma-perf's default device: the host's first.
+    assert_eq!(port_rate(&reports[0], None), Some(2.5));
+    // Soft-iWARP: a nominal rate, no reference.
+    assert_eq!(port_rate(&reports[0], Some("siw0:1")), None);
+    assert_eq!(port_rate(&reports[0], Some("mlx5_9")), None);
+    // Soft-RoCE's vendor id: the rig's devices are judged among themselves.
+    h.rdma.devices[0].vendor_id = Some(0x00ff_ffff);
+    let reports = parse_reports(&[doc("a", &h)]).unwrap();
+    assert_eq!(port_rate(&reports[0], Some("rxe0")), None);
+}
+
+/// A rank's document as erdma-cluster sends it: the doctor's, with the
+/// machine id and the full host name.
+fn doc_on(short: &str, full: &str, id: &str) -> Vec<u8> {
+    let mut d: Value = serde_json::from_slice(&doc(short, &good())).unwrap();
+    d["hostname"] = full.into();
+    d["machine_id"] = id.into();
+    d.to_string().into_bytes()
+}
+
+#[test]
+fn a_host_is_its_machine_not_its_short_name() {
+    // Two machines whose short names are one: two hosts, two files.
+    let raw = vec![
+        doc_on("node1", "node1.rack-a", "aaaa1111"),
+        doc_on("node1", "node1.rack-b", "bbbb2222"),
+        doc_on("node2", "node2.rack-a", "cccc3333"),
+        // A second rank on the first machine.
+        doc_on("node1", "node1.rack-a", "aaaa1111"),
+    ];
+    let reports = parse_reports(&raw).unwrap();
+    let names: Vec<&str> = reports.iter().map(HostReport::host).collect();
+    assert_eq!(
+        names,
+        [
+            "node1.rack-a",
+            "node1.rack-b",
+            "node2.rack-a",
+            "node1.rack-a"
+        ]
+    );
+    assert_eq!(host_names(&raw), names);
+    let shared: Vec<bool> = reports.iter().map(|r| r.shares_host).collect();
+    assert_eq!(shared, [true, false, false, true]);
+    let files = file_names(&reports);
+    assert_eq!(
+        files,
+        [
+            "doctor-node1.rack-a-rank0.json",
+            "doctor-node1.rack-b.json",
+            "doctor-node2.rack-a.json",
+            "doctor-node1.rack-a-rank3.json"
+        ]
+    );
+    let across = cross_checks(&reports);
+    let one = across
+        .iter()
+        .find(|p| p.id == "cluster.one-rank-per-host")
+        .unwrap();
+    assert_eq!(one.hosts, ["node1.rack-a"]);
+    // Two machines with one full name (cloned images): told apart by id.
+    let ids = [
+        Machine {
+            id: "0123456789ab".into(),
+            name: "gpu".into(),
+        },
+        Machine {
+            id: "fedcba987654".into(),
+            name: "gpu".into(),
+        },
+        Machine {
+            id: String::new(),
+            name: "gpu".into(),
+        },
+        Machine {
+            id: "0123456789ab".into(),
+            name: "gpu".into(),
+        },
+    ];
+    assert_eq!(
+        machine_names(&ids),
+        ["gpu~01234567", "gpu~fedcba98", "gpu~rank2", "gpu~01234567"]
+    );
+    // The line the ranks exchange, both ways; an empty one (a lost rank).
+    assert_eq!(Machine::from_line(&ids[0].to_line()), ids[0]);
+    assert_eq!(Machine::from_line("").name, "?");
+    // An older document without them: its short name, as before.
+    let old = parse_reports(&[doc("a", &good())]).unwrap();
+    assert_eq!(old[0].host(), "a");
+    // This process: a full name at least as long as the short one.
+    let me = Machine::this();
+    assert!(
+        me.name
+            .starts_with(&crate::nccltests::bootstrap::hosthash::short_hostname())
+    );
 }

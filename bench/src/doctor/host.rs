@@ -56,6 +56,22 @@ pub struct RdmaPort {
     pub gid_table_len: u32,
     /// The entry NCCL would pick (`Context::select_gid(port, None)`), or why none.
     pub nccl_gid: Result<GidEntry, String>,
+    /// The port's active rate, Gb/s: active speed x active width
+    /// (`erdma::port::PortAttributes::rate_gbps`); none when the verbs do
+    /// not say.
+    pub rate_gbps: Option<f64>,
+}
+
+/// Vendor ids of the kernel's emulated devices, whose ports report a
+/// nominal rate that says nothing of what they move: Soft-RoCE
+/// (`RXE_VENDOR_ID` 0xffffff) and Soft-iWARP (`SIW_VENDOR_ID` 0x626d74,
+/// "bmt").
+pub const EMULATED_VENDOR_IDS: [u32; 2] = [0x00ff_ffff, 0x0062_6d74];
+
+/// Whether a device of `vendor_id` is emulated by the kernel
+/// ([`EMULATED_VENDOR_IDS`]): its ports' rate is not a reference.
+pub fn emulated(vendor_id: Option<u32>) -> bool {
+    vendor_id.is_some_and(|v| EMULATED_VENDOR_IDS.contains(&v))
 }
 
 /// One RDMA device as libibverbs lists it.

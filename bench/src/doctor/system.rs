@@ -153,6 +153,7 @@ fn gather_device(d: &erdma::Device) -> RdmaDevice {
                         gids: ctx.gid_table(n).unwrap_or_default(),
                         gid_table_len: pa.gid_tbl_len(),
                         nccl_gid: ctx.select_gid(n, None).map_err(|e| e.to_string()),
+                        rate_gbps: pa.rate_gbps(),
                     }
                 })
                 .collect()

@@ -385,6 +385,7 @@ pub fn roce(name: &str, netdev: &str, ip: &str) -> RdmaDevice {
             ],
             gid_table_len: 1024,
             nccl_gid: Ok(v4),
+            rate_gbps: Some(2.5),
         }],
         sysfs: format!("/sys/class/infiniband/{name}"),
     }
@@ -409,6 +410,7 @@ pub fn iwarp(name: &str, netdev: &str) -> RdmaDevice {
             gids: vec![g.clone()],
             gid_table_len: 1,
             nccl_gid: Ok(g),
+            rate_gbps: Some(25.0),
         }],
         sysfs: format!("/sys/class/infiniband/{name}"),
     }

@@ -360,11 +360,44 @@ fn lost_hosts_and_failed_runs() {
 
 #[test]
 fn against_the_port_rate_and_the_baseline() {
-    // The whole cluster at 60% of the port: a note, no host blamed.
+    // The whole cluster at 60% of the port: a cluster verdict on its NIC,
+    // no host blamed.
     let rails = cluster(8, 1, 0.02, 8, |_, _, _| 0.6);
     let d = judge(&rails);
-    assert!(d.verdicts.is_empty());
-    assert!(d.notes[0].contains("60% of the port rate"), "{:?}", d.notes);
+    assert_eq!(kinds(&d), vec![(Kind::Cluster, vec![], Some(0))]);
+    assert!(
+        d.verdicts[0].why.contains("60% of the ports' rate"),
+        "{:?}",
+        d.verdicts
+    );
+    // Each host's own port: the cell's reference is the slower end's. At
+    // 92 Gb/s of ports of 100 (and one of 200: its cells still 92 of 100)
+    // the cluster is within 90%; ports of 200 everywhere make it 46%.
+    let mut rails = cluster(8, 1, 0.0, 8, |_, _, _| 0.92);
+    rails[0].port = vec![Some(100.0); 8];
+    rails[0].port[3] = Some(200.0);
+    let free = |rails: &[Rail]| {
+        let names = names(8);
+        diagnose(&Input {
+            names: &names,
+            rails,
+            lost: &[],
+            port_gbps: None,
+            fail_below: 0.9,
+        })
+    };
+    assert!(
+        free(&rails).verdicts.is_empty(),
+        "{:?}",
+        free(&rails).verdicts
+    );
+    rails[0].port = vec![Some(200.0); 8];
+    let d = free(&rails);
+    assert_eq!(kinds(&d), vec![(Kind::Cluster, vec![], Some(0))]);
+    assert_eq!(d.verdicts[0].numbers["nic0_port_gbps"], 200.0);
+    // No rate known: nothing to judge against.
+    rails[0].port = vec![None; 8];
+    assert!(free(&rails).verdicts.is_empty());
     // One cell at 85% of its baseline: low against the baseline only.
     let mut rails = cluster(8, 1, 0.0, 9, |_, _, _| 1.0);
     let mut base = vec![vec![Some(100.0); 8]; 8];
@@ -443,7 +476,14 @@ fn two_hosts_a_slow_direction() {
     r.gbps[0][1] = Some(10.0);
     r.gbps[1][0] = Some(20.0);
     let d = judge(&[r]);
-    assert_eq!(kinds(&d), vec![(Kind::Direction, vec![0, 1], None)]);
+    // Both cells far under the ports' 100 Gb/s: the cluster too.
+    assert_eq!(
+        kinds(&d),
+        vec![
+            (Kind::Direction, vec![0, 1], None),
+            (Kind::Cluster, vec![], Some(0))
+        ]
+    );
 }
 
 /// Issue 36's case, through the whole diagnosis: a host a little slow (0.9

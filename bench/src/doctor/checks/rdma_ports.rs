@@ -29,9 +29,13 @@ fn run(cx: &Ctx) -> Outcome {
     for (d, p) in &ports {
         let ok = p.state == PortState::Active && p.phys_state == PhysState::LinkUp;
         let name = format!("{}:{}", d.name, p.port);
+        // The rate a cluster's pairs are judged against (erdma-cluster):
+        // none for an emulated device, whose nominal rate means nothing.
+        let emulated = crate::doctor::host::emulated(d.vendor_id);
         details.push(serde_json::json!({
             "device": d.name, "port": p.port, "state": p.state.to_string(),
             "phys_state": p.phys_state.to_string(), "netdev": p.netdev,
+            "rate_gbps": p.rate_gbps, "emulated": emulated,
         }));
         if ok {
             good.push(name);
@@ -98,6 +102,24 @@ mod tests {
             o.fix.as_deref(),
             Some("ip link set veth0 up, and check its link (ip link show veth0)")
         );
+    }
+
+    #[test]
+    fn each_port_s_rate_and_whether_it_is_emulated() {
+        let mut h = FakeHost::rig();
+        h.rdma.devices[0].vendor_id = Some(0x15b3);
+        let o = h.run(CHECK);
+        let d = o.details.as_array().unwrap();
+        // A device of a real vendor: its rate is a reference.
+        assert_eq!(d[0]["device"], "rxe0");
+        assert_eq!(d[0]["rate_gbps"], 2.5);
+        assert_eq!(d[0]["emulated"], false);
+        // Soft-iWARP's vendor id: an emulated device, its rate nominal.
+        let siw = d.iter().find(|x| x["device"] == "siw0").unwrap();
+        assert_eq!(siw["rate_gbps"], 25.0);
+        assert_eq!(siw["emulated"], true);
+        assert!(crate::doctor::host::emulated(Some(0xffffff)));
+        assert!(!crate::doctor::host::emulated(None));
     }
 
     #[test]
