@@ -151,9 +151,28 @@ impl Comm {
             return Err(NcclError::invalid(
                 "ncclDevCommCreate inside an open group: NCCL would fill the device \
                  communicator only at the group's end, after it was handed out; create it \
-                 outside the group (one thread per rank)",
+                 outside the group (one thread per rank), or with dev_comm_create_in_group",
             ));
         }
+        // SAFETY: no group is open on this thread: NCCL fills the storage before returning.
+        unsafe { self.dev_comm_create_in_group(layout, req) }
+    }
+
+    /// [`Comm::dev_comm_create`] also inside an open group, as one thread creating the device
+    /// communicators of several ranks of one process must do (the call is collective: each
+    /// rank's call would wait for the others' otherwise).
+    ///
+    /// # Safety
+    ///
+    /// Inside a group NCCL fills the returned `DevComm`'s storage only at the outermost
+    /// group's end: until that end has returned, the `DevComm` must not be read
+    /// ([`DevComm::as_bytes`], [`DevComm::as_kernel_param`], a kernel launch), destroyed or
+    /// dropped (NCCL would write into freed memory).
+    pub unsafe fn dev_comm_create_in_group(
+        &self,
+        layout: &DevCommLayout,
+        req: &DevRequirements,
+    ) -> Result<DevComm> {
         let f = self
             .nccl()
             .api

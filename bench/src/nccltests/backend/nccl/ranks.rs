@@ -257,7 +257,15 @@ impl Ranks for NcclRanks {
             return Ok(());
         }
         let window = mode == 2 && self.nccl.has_window_register();
-        let group = Group::start(self.nccl).map_err(|e| self.nerr("ncclGroupStart", e))?;
+        // Inside the allocation group of `threads::alloc_all` (window
+        // registration is collective: the ranks of one process register
+        // together), so nested; NCCL completes the registrations at the
+        // outermost end.
+        // SAFETY: nothing is enqueued through this group; the buffers
+        // registered outlive the communicators (`comm` is dropped first),
+        // so they are valid whenever the outer group's end completes them.
+        let group = unsafe { Group::start_nested(self.nccl) }
+            .map_err(|e| self.nerr("ncclGroupStart", e))?;
         let mut result = Ok(());
         for r in &mut self.ranks {
             let (Some(send), Some(recv), Some(comm)) = (&r.send, &r.recv, &r.comm) else {
@@ -355,8 +363,14 @@ impl Ranks for NcclRanks {
                 });
                 continue;
             }
-            let dc = comm
-                .dev_comm_create(&kernels.layout, &api.requirements())
+            // SAFETY: inside `threads::setup_device_api`'s group NCCL fills
+            // the device communicator at that group's end; it is kept in
+            // `r.dev` (not read, destroyed or dropped) until the group has
+            // ended: the kernels read it only in the timed loop, after
+            // setup, and the ranks are dropped only after setup returns.
+            let dc = unsafe {
+                comm.dev_comm_create_in_group(&kernels.layout, &api.requirements())
+            }
                 .map_err(|e| match nccl_error("ncclDevCommCreate", e, timeout_s) {
                     TestError::Comm { lib, call, msg } => TestError::Comm {
                         lib,
