@@ -787,12 +787,36 @@ fn device_and_fifo_outputs_are_written_in_place() {
     .wait(LIMIT);
     assert_eq!(e.code, 0, "{e:?}");
     assert!(!Path::new("/dev/null.0").exists());
-    // A FIFO with a reader gets the CSV through it.
+    // A FIFO with a reader gets the CSV through it. The read end is open
+    // before the run starts (a reader thread that had not opened it yet on a
+    // busy machine made the run's check see none: exit 6), non-blocking so
+    // that opening it does not wait for the writer; the thread reads until
+    // the run has ended and the pipe is drained.
     let fifo = dir.join("rows.csv");
     mkfifo(&fifo);
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
-        let f = fifo.clone();
-        std::thread::spawn(move || std::fs::read_to_string(f).unwrap())
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let ended = ended.clone();
+        std::thread::spawn(move || {
+            let mut text = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let done = ended.load(std::sync::atomic::Ordering::Acquire);
+                match f.read(&mut buf) {
+                    Ok(0) | Err(_) if done => break,
+                    Ok(0) | Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    Ok(n) => text.extend_from_slice(&buf[..n]),
+                }
+            }
+            String::from_utf8(text).unwrap()
+        })
     };
     let e = Proc::bench(
         "all_reduce_perf",
@@ -813,6 +837,7 @@ fn device_and_fifo_outputs_are_written_in_place() {
         &[],
     )
     .wait(LIMIT);
+    ended.store(true, std::sync::atomic::Ordering::Release);
     assert_eq!(e.code, 0, "{e:?}");
     let text = reader.join().unwrap();
     assert!(
