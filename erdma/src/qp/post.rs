@@ -115,8 +115,13 @@ impl Scratch {
 }
 
 /// The shares of the regions a request names, held until its completion.
+/// One region (nearly every request) without the iterator's collection.
 fn leases(local: &[LocalSlice<'_>]) -> Leases {
-    local.iter().map(|l| l.lease()).collect()
+    match local {
+        [] => Leases::None,
+        [one] => Leases::One(one.lease()),
+        _ => local.iter().map(|l| l.lease()).collect(),
+    }
 }
 
 /// The `sg_list` pointer of `n` entries at `sges` (null for none).
