@@ -139,14 +139,17 @@ impl<T: Closing> QpCache<T> {
         loop {
             let cur = self.slot.load(Ordering::SeqCst);
             if cur == p {
-                if self
-                    .slot
-                    .compare_exchange(p, std::ptr::null_mut(), Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-                {
+                // `p` (from `t`) only names the QP: the share is rebuilt
+                // from the pointer the slot held (from `Arc::into_raw`).
+                if let Ok(held) = self.slot.compare_exchange(
+                    cur,
+                    std::ptr::null_mut(),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                ) {
                     // SAFETY: the slot held a share of `t`, installed by
                     // `Arc::into_raw`; the exchange took it out, once.
-                    drop(unsafe { Arc::from_raw(p) });
+                    drop(unsafe { Arc::from_raw(held) });
                     return;
                 }
             } else if cur == tagged(p, BORROWED) {
