@@ -637,10 +637,10 @@ impl CompletionQueue {
     /// when the cache is empty).
     #[inline]
     fn resolve(&self, generation: u32) -> Found<'_> {
-        if let Some(qp) = self.inner.cache.borrow() {
-            if qp.generation() == generation {
-                return Found::Cached(qp);
-            }
+        if let Some(qp) = self.inner.cache.borrow()
+            && qp.generation() == generation
+        {
+            return Found::Cached(qp);
         }
         self.resolve_slow(generation)
     }
