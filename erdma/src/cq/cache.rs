@@ -11,7 +11,11 @@
 //! it evicted when it gives it back and drops the share itself, with no lock
 //! held (the QP's drop takes the CQ's lock: issue 34 hole 8); a poll that
 //! installs a QP looks at the mark after installing it, so that a QP is
-//! never installed after its eviction. No thread waits for another here.
+//! never installed after its eviction. The mark is set and read with
+//! read-modify-writes (acquire-release), never a store-then-load pair that
+//! would need sequential consistency (which loom does not check): whichever
+//! of the two comes second in the mark's modification order sees what the
+//! other did before. No thread waits for another here.
 //! `cfg(loom)` builds it on loom's atomics; the models at the end check
 //! every interleaving of pollers against the owner's drop
 //! (`scripts/loom.sh`), and its unit tests run under Miri.
@@ -27,8 +31,10 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// What the cache needs to know of what it holds.
 pub(crate) trait Closing {
-    /// Whether the owner dropped it (read after the cache was changed, with
-    /// `SeqCst`: the mark is stored with `SeqCst` before the owner evicts).
+    /// Whether the owner dropped it: a read-modify-write of the mark
+    /// (`fetch_or(false, AcqRel)`), made after the cache was changed; the
+    /// owner sets it with a read-modify-write (`swap(true, AcqRel)`) before
+    /// it evicts.
     fn closing(&self) -> bool;
 }
 
@@ -116,7 +122,7 @@ impl<T: Closing> QpCache<T> {
         let p = Arc::into_raw(t.clone()).cast_mut();
         if self
             .slot
-            .compare_exchange(std::ptr::null_mut(), p, Ordering::SeqCst, Ordering::Relaxed)
+            .compare_exchange(std::ptr::null_mut(), p, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
         {
             // SAFETY: `p` came from `Arc::into_raw` above and was not
@@ -124,28 +130,30 @@ impl<T: Closing> QpCache<T> {
             drop(unsafe { Arc::from_raw(p) });
             return;
         }
-        // Installed, then the mark read (SeqCst both, against the owner's
-        // mark then `evict`): either this sees the mark, or `evict` sees
-        // the share installed.
+        // Installed, then the mark read by a read-modify-write, against the
+        // owner's mark (another) then `evict`: when this one comes first in
+        // the mark's order, the owner's acquires it, and its `evict` sees
+        // the share installed; else this sees the mark.
         if t.closing() {
             self.evict(t);
         }
     }
 
     /// Takes the cache's share of `t` out, or has its borrower drop it. The
-    /// caller marked `t` closing (SeqCst) first, and holds a share of it.
+    /// caller marked `t` closing (see [`Closing`]) first, and holds a share
+    /// of it.
     pub(crate) fn evict(&self, t: &T) {
         let p = std::ptr::from_ref(t).cast_mut();
         loop {
-            let cur = self.slot.load(Ordering::SeqCst);
+            let cur = self.slot.load(Ordering::Acquire);
             if cur == p {
                 // `p` (from `t`) only names the QP: the share is rebuilt
                 // from the pointer the slot held (from `Arc::into_raw`).
                 if let Ok(held) = self.slot.compare_exchange(
                     cur,
                     std::ptr::null_mut(),
-                    Ordering::SeqCst,
-                    Ordering::SeqCst,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
                 ) {
                     // SAFETY: the slot held a share of `t`, installed by
                     // `Arc::into_raw`; the exchange took it out, once.
@@ -155,7 +163,7 @@ impl<T: Closing> QpCache<T> {
             } else if cur == tagged(p, BORROWED) {
                 if self
                     .slot
-                    .compare_exchange(cur, tagged(p, EVICTED), Ordering::SeqCst, Ordering::SeqCst)
+                    .compare_exchange(cur, tagged(p, EVICTED), Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
                 {
                     return;
@@ -214,7 +222,7 @@ mod tests {
 
     impl Closing for Qp {
         fn closing(&self) -> bool {
-            self.closing.load(Ordering::SeqCst)
+            self.closing.fetch_or(false, Ordering::AcqRel)
         }
     }
 
@@ -235,7 +243,7 @@ mod tests {
 
     /// The owner's drop: mark, evict, drop its share.
     fn close(cache: &QpCache<Qp>, qp: Arc<Qp>) {
-        qp.closing.store(true, Ordering::SeqCst);
+        qp.closing.swap(true, Ordering::AcqRel);
         cache.evict(&qp);
         drop(qp);
     }
@@ -287,7 +295,7 @@ mod tests {
     fn closing_qp_is_not_kept_and_another_qp_waits_for_room() {
         let cache = QpCache::new();
         let (a, drops) = qp();
-        a.closing.store(true, Ordering::SeqCst);
+        a.closing.swap(true, Ordering::AcqRel);
         cache.install(&a);
         assert_eq!(
             Arc::strong_count(&a),
@@ -326,7 +334,7 @@ mod models {
 
     impl Closing for Qp {
         fn closing(&self) -> bool {
-            self.closing.load(Ordering::SeqCst)
+            self.closing.fetch_or(false, Ordering::AcqRel)
         }
     }
 
@@ -376,10 +384,16 @@ mod models {
                     })
                 })
                 .collect();
-            // The owner's drop (QueuePair::drop): mark, evict, drop.
-            qp.closing.store(true, Ordering::SeqCst);
+            // The owner's drop (QueuePair::drop): mark, evict, drop. Its
+            // share goes under the lookup's lock, so that loom sees the
+            // drop against a poll's upgrade (std's `Arc` counts are not
+            // loom's: without the lock the model would not order them).
+            qp.closing.swap(true, Ordering::AcqRel);
             cache.evict(&qp);
-            drop(qp);
+            {
+                let _detach = lookup.lock().unwrap();
+                drop(qp);
+            }
             for t in threads {
                 t.join().unwrap();
             }

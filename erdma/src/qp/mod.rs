@@ -132,10 +132,11 @@ impl QpShared {
         self.generation
     }
 
-    /// Whether its [`QueuePair`] was dropped (`SeqCst`: read after a CQ
-    /// cached it, against the mark stored before the eviction).
+    /// Whether its [`QueuePair`] was dropped: a read-modify-write (see
+    /// `cq/cache.rs`), made after a CQ cached it, against the mark set
+    /// (another) before the eviction.
     pub(crate) fn closing(&self) -> bool {
-        self.closing.load(Ordering::SeqCst)
+        self.closing.fetch_or(false, Ordering::AcqRel)
     }
 
     fn lock(&self) -> MutexGuard<'_, Posting> {
@@ -202,7 +203,7 @@ impl Drop for QueuePair {
     /// that share when done), so that the QP is destroyed with its last
     /// share as before.
     fn drop(&mut self) {
-        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.closing.swap(true, Ordering::AcqRel);
         self.inner.send_cq.evict(&self.inner);
         self.inner.recv_cq.evict(&self.inner);
     }
