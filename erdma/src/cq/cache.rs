@@ -52,17 +52,11 @@ fn tagged<T>(p: *mut T, tag: usize) -> *mut T {
 }
 
 /// One cached share of a `T` (a QP), borrowed by one poll at a time.
+/// `Send`/`Sync` as an `Arc<T>` is (`_owns`): when `T` is both.
 pub(crate) struct QpCache<T: Closing> {
     slot: AtomicPtr<T>,
     _owns: PhantomData<Arc<T>>,
 }
-
-// SAFETY: the slot owns an `Arc<T>` (Send + Sync when T is), handed from
-// thread to thread through the atomic only.
-unsafe impl<T: Closing + Send + Sync> Send for QpCache<T> {}
-// SAFETY: as above; a borrow gives `&T` to one thread at a time, which
-// `T: Sync` allows anyway.
-unsafe impl<T: Closing + Send + Sync> Sync for QpCache<T> {}
 
 impl<T: Closing> QpCache<T> {
     pub(crate) fn new() -> QpCache<T> {
