@@ -102,7 +102,7 @@ if [[ $QUICK == 0 ]]; then
   else
     echo "warning: Miri is not installed (scripts/setup.sh installs it): skipped" >&2
   fi
-  step "loom: a CQ's polls, a lane's dedication and dropped QPs' leftovers, every interleaving (scripts/loom.sh)"
+  step "loom: a CQ's polls, a lane's dedication, dropped QPs' leftovers and the QP cached between polls, every interleaving (scripts/loom.sh)"
   scripts/loom.sh 2>&1 | tail -3
   # The criterion benches: clippy --all-targets type-checks them and the rig
   # builds and runs each once (criterion's --test mode, test profile), so no
