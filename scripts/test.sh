@@ -96,13 +96,13 @@ step "host tests (cargo test --workspace)"
 mkdir -p target
 cargo test --workspace 2>&1 | tee target/host-tests.log
 if [[ $QUICK == 0 ]]; then
-  step "Miri: the bookkeeping of posted requests, the region copies, a lane's requests and credits (no devices)"
+  step "Miri: the bookkeeping of posted requests, the region copies, a lane's requests and credits, the QP cached by a CQ (no devices)"
   if cargo +nightly miri --version >/dev/null 2>&1; then
-    cargo +nightly miri test -q -p erdma --lib -- pending:: mr:: lane::tests 2>&1 | tail -3
+    cargo +nightly miri test -q -p erdma --lib -- pending:: mr:: lane::tests cq::cache 2>&1 | tail -3
   else
     echo "warning: Miri is not installed (scripts/setup.sh installs it): skipped" >&2
   fi
-  step "loom: a CQ's polls, a lane's dedication and dropped QPs' leftovers, every interleaving (scripts/loom.sh)"
+  step "loom: a CQ's polls, a lane's dedication, dropped QPs' leftovers and the QP cached between polls, every interleaving (scripts/loom.sh)"
   scripts/loom.sh 2>&1 | tail -3
   # The criterion benches: clippy --all-targets type-checks them and the rig
   # builds and runs each once (criterion's --test mode, test profile), so no

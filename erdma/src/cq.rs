@@ -17,10 +17,12 @@ use crate::ffi::{self, Ptr};
 use crate::pending::{self, WrId};
 use crate::port::c_enum;
 use crate::qp::QpShared;
+use cache::{Closing, QpCache};
 use gate::{Depths, PollGate};
 
 #[cfg(feature = "tokio")]
 mod asyncio;
+mod cache;
 mod gate;
 #[cfg(feature = "tokio")]
 pub use asyncio::{AsyncCompletionQueue, Posted};
@@ -237,6 +239,9 @@ pub(crate) struct CqInner {
     /// Whether `qps` has retired QPs (read without the lock on the polling
     /// path, which looks at the list only when it is set).
     has_retired: AtomicBool,
+    /// The QP the polls found last (a strong share, evicted by the QP's
+    /// owner when it drops it: see `cache`).
+    cache: QpCache<QpShared>,
 }
 
 /// The QPs attached to a CQ, by generation, and the completions their queues
@@ -247,6 +252,29 @@ struct Attached {
     /// The room reserved, and the dropped QPs whose completions may still
     /// be here (issue 34 hole 10).
     depths: Depths,
+}
+
+/// The QP of a completion, for [`CompletionQueue::translate`].
+enum Found<'c> {
+    /// The CQ's cached QP, borrowed (given back when dropped).
+    Cached(cache::Borrowed<'c, QpShared>),
+    /// Looked up in [`Attached`] (`None`: dropped).
+    Looked(Option<Arc<QpShared>>),
+}
+
+impl Found<'_> {
+    fn qp(&self) -> Option<&QpShared> {
+        match self {
+            Found::Cached(b) => Some(b),
+            Found::Looked(q) => q.as_deref(),
+        }
+    }
+}
+
+impl Closing for QpShared {
+    fn closing(&self) -> bool {
+        QpShared::closing(self)
+    }
 }
 
 /// Hashes a QP generation for [`Attached`]: generations are handed out by
@@ -388,6 +416,7 @@ impl CompletionQueue {
                 qps: Mutex::new(Attached::default()),
                 gate: PollGate::new(),
                 has_retired: AtomicBool::new(false),
+                cache: QpCache::new(),
             }),
         })
     }
@@ -596,11 +625,39 @@ impl CompletionQueue {
 
     /// The live QP of `generation` attached here; the lock is released on
     /// return (see `translate`).
-    fn lookup(&self, generation: u32) -> Option<std::sync::Arc<QpShared>> {
+    fn lookup(&self, generation: u32) -> Option<Arc<QpShared>> {
         self.attached()
             .by_generation
             .get(&generation)
             .and_then(Weak::upgrade)
+    }
+
+    /// The QP of `generation`: the cached one when it is that QP and no
+    /// other poll has it, else looked up (and cached for the next polls
+    /// when the cache is empty).
+    #[inline]
+    fn resolve(&self, generation: u32) -> Found<'_> {
+        if let Some(qp) = self.inner.cache.borrow()
+            && qp.generation() == generation
+        {
+            return Found::Cached(qp);
+        }
+        self.resolve_slow(generation)
+    }
+
+    #[inline(never)]
+    fn resolve_slow(&self, generation: u32) -> Found<'_> {
+        let qp = self.lookup(generation);
+        if let Some(q) = &qp {
+            self.inner.cache.install(q);
+        }
+        Found::Looked(qp)
+    }
+
+    /// The owner of `qp` dropped it (`QueuePair`'s drop, after marking it
+    /// closing): the cache keeps no share of it.
+    pub(crate) fn evict(&self, qp: &QpShared) {
+        self.inner.cache.evict(qp);
     }
 
     pub(crate) fn detach(&self, generation: u32) {
@@ -683,11 +740,14 @@ impl CompletionQueue {
         if wcs.is_empty() {
             return 0;
         }
-        // Most CQs serve one QP: resolve a generation once per batch. The
-        // lock is held only to look the QP up: this poller may end up holding
-        // the last reference to a QP its owner dropped meanwhile, and the
-        // QP's drop detaches it from this CQ under the same lock.
-        let mut last: Option<(u32, Option<std::sync::Arc<QpShared>>)> = None;
+        // Most CQs serve one QP: resolve a generation once per batch, from
+        // the QP the last poll found when it is the same (`cache`), else
+        // looked up. The lock is held only to look the QP up: this poller
+        // may end up holding the last share of a QP its owner dropped
+        // meanwhile (also when it gives back a cached QP evicted while it
+        // had it), and the QP's drop detaches it from this CQ under the
+        // same lock.
+        let mut last: Option<(u32, Found<'_>)> = None;
         let mut k = 0;
         for wc in wcs {
             let wr_id = match WrId::decode(wc.wr_id) {
@@ -695,12 +755,12 @@ impl CompletionQueue {
                 None => wc.wr_id,
                 Some(id) => {
                     if last.as_ref().is_none_or(|(g, _)| *g != id.generation) {
-                        let qp = self.lookup(id.generation);
-                        // The QP resolved before (if any) is dropped here,
-                        // with no lock held.
-                        last = Some((id.generation, qp));
+                        // The QP resolved before (if any) is given back or
+                        // dropped first, with no lock held.
+                        drop(last.take());
+                        last = Some((id.generation, self.resolve(id.generation)));
                     }
-                    let qp = last.as_ref().and_then(|(_, q)| q.as_ref());
+                    let qp = last.as_ref().and_then(|(_, q)| q.qp());
                     match qp.filter(|q| q.generation() == id.generation) {
                         Some(qp) => match qp.complete(id, wc.status != sys::IBV_WC_SUCCESS) {
                             Some(user) => user,

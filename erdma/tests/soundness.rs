@@ -984,6 +984,48 @@ fn qp_dropped_while_its_cq_is_polled() {
 /// connects with a QP that is not the id's: the check reads the id's QP
 /// under the lock its writers hold, and refuses every time with a typed
 /// error.
+/// The QP a CQ's polls found last is kept by the CQ between polls (a share
+/// of it: `cq/cache.rs`), and a QP keeps its CQs: dropping the QP must still
+/// destroy it (its room in the CQ given back), round after round, with the
+/// poll that cached it long returned.
+#[test]
+#[ignore = "needs RDMA devices: run in the rig"]
+fn qp_cached_by_its_cq_is_destroyed_when_dropped() {
+    let _siw = siw_qps();
+    let dev = siw_dev();
+    let ctx = Context::open(&dev).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let init = InitAttributes {
+        port: 1,
+        access: AccessFlags::LOCAL_WRITE,
+        pkey_index: 0,
+    };
+    let buf = pd
+        .register(vec![0u8; 64], AccessFlags::LOCAL_WRITE)
+        .unwrap();
+    let mut wcs = [WorkCompletion::default(); 4];
+    for round in 0..3u64 {
+        let qp = pd.create_rc_qp(&cq, &cq, &caps(4, 4)).unwrap();
+        qp.to_init(&init).unwrap();
+        qp.post_recv(RecvRequest::new([buf.all()]).wr_id(round))
+            .unwrap();
+        qp.to_error().unwrap();
+        // Its completion polled: the CQ now keeps the QP.
+        let n = cq.wait(&mut wcs, Duration::from_secs(10)).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (round, WcStatus::WrFlushErr));
+        assert!(cq.reserved() > 0);
+        drop(qp);
+        assert_eq!(cq.poll(&mut wcs).unwrap(), 0);
+        assert_eq!(
+            cq.reserved(),
+            0,
+            "round {round}: the QP the CQ kept was not destroyed when dropped"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
 fn connect_check_while_a_clone_creates_qps() {

@@ -26,7 +26,7 @@ mod request;
 mod state;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use erdma_sys as sys;
@@ -116,6 +116,9 @@ pub(crate) struct QpShared {
     port: AtomicU8,
     posting: Mutex<Posting>,
     owner: QpOwner,
+    /// Set when the [`QueuePair`] is dropped: the CQs' caches keep no share
+    /// of it from then on (see `cq/cache.rs`).
+    closing: AtomicBool,
 }
 
 impl QpShared {
@@ -127,6 +130,13 @@ impl QpShared {
 
     pub(crate) fn generation(&self) -> u32 {
         self.generation
+    }
+
+    /// Whether its [`QueuePair`] was dropped: a read-modify-write (see
+    /// `cq/cache.rs`), made after a CQ cached it, against the mark set
+    /// (another) before the eviction.
+    pub(crate) fn closing(&self) -> bool {
+        self.closing.fetch_or(false, Ordering::AcqRel)
     }
 
     fn lock(&self) -> MutexGuard<'_, Posting> {
@@ -185,6 +195,18 @@ impl Drop for QpShared {
 /// completion queues alive. `Send + Sync`: posting from several threads is fine.
 pub struct QueuePair {
     inner: Arc<QpShared>,
+}
+
+impl Drop for QueuePair {
+    /// The CQs may cache a share of the QP between polls (`cq/cache.rs`):
+    /// marked closing, then taken out of both (a poll that has it drops
+    /// that share when done), so that the QP is destroyed with its last
+    /// share as before.
+    fn drop(&mut self) {
+        self.inner.closing.swap(true, Ordering::AcqRel);
+        self.inner.send_cq.evict(&self.inner);
+        self.inner.recv_cq.evict(&self.inner);
+    }
 }
 
 impl fmt::Debug for QueuePair {
@@ -302,6 +324,7 @@ impl QueuePair {
                 bound: Vec::new(),
             }),
             owner,
+            closing: AtomicBool::new(false),
         });
         send_cq.attach(inner.generation, Arc::downgrade(&inner));
         recv_cq.attach(inner.generation, Arc::downgrade(&inner));

@@ -115,8 +115,13 @@ impl Scratch {
 }
 
 /// The shares of the regions a request names, held until its completion.
+/// One region (nearly every request) without the iterator's collection.
 fn leases(local: &[LocalSlice<'_>]) -> Leases {
-    local.iter().map(|l| l.lease()).collect()
+    match local {
+        [] => Leases::None,
+        [one] => Leases::One(one.lease()),
+        _ => local.iter().map(|l| l.lease()).collect(),
+    }
 }
 
 /// The `sg_list` pointer of `n` entries at `sges` (null for none).
@@ -134,7 +139,8 @@ impl QueuePair {
     /// built on the stack, without the batch's lists: this is the latency
     /// path (one request per doorbell).
     pub fn post_send(&self, request: SendRequest<'_>) -> Result<()> {
-        let Some((mut sges, n)) = stack_sges(&request.local) else {
+        let local: &[LocalSlice<'_>] = &request.local;
+        let Some((mut sges, n)) = stack_sges(local) else {
             return self.post_send_batch(std::iter::once(request));
         };
         self.require_rts()?;
@@ -149,11 +155,11 @@ impl QueuePair {
         wr.wr_id = WrId::encode(false, self.inner.generation, seq);
         let sq = &mut guard.pending.sq;
         if request.signaled || !request.op.writes_local() {
-            sq.push(seq, request.wr_id, request.signaled, leases(&request.local));
+            sq.push(seq, request.wr_id, request.signaled, leases(local));
         } else {
             // Released by its own completion only (issue 34 hole 1).
             wr.send_flags |= sys::IBV_SEND_SIGNALED;
-            sq.push_silent(seq, request.wr_id, leases(&request.local));
+            sq.push_silent(seq, request.wr_id, leases(local));
         }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: live QP; `wr` and the entries in `sges` it points to live
@@ -314,7 +320,8 @@ impl QueuePair {
     /// [`QueuePair::post_recv_batch`]; like [`QueuePair::post_send`], up to
     /// two entries are built on the stack.
     pub fn post_recv(&self, request: RecvRequest<'_>) -> Result<()> {
-        let Some((mut sges, n)) = stack_sges(&request.local) else {
+        let local: &[LocalSlice<'_>] = &request.local;
+        let Some((mut sges, n)) = stack_sges(local) else {
             return self.post_recv_batch(std::iter::once(request));
         };
         self.require_recv_ready()?;
@@ -330,7 +337,7 @@ impl QueuePair {
             num_sge: n,
         };
         let rq = &mut guard.pending.rq;
-        rq.push(seq, request.wr_id, true, leases(&request.local));
+        rq.push(seq, request.wr_id, true, leases(local));
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: as in post_send.
         let rc = unsafe { sys::inline::ibv_post_recv(self.inner.raw.0, &mut wr, &mut bad) };

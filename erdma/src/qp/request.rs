@@ -236,22 +236,25 @@ impl<'a> RecvRequest<'a> {
 
 impl QueuePair {
     pub(crate) fn check_send(&self, r: &SendRequest<'_>) -> Result<()> {
-        let op = r.op.name();
         let ctx = self.context();
         let caps = &self.inner.caps;
+        // The operation's name only for an error, and the entries taken out
+        // of their `SgList` once (callgrind: both cost ~15 instructions a
+        // post on the latency path).
         let bad = |problem: String| Error::InvalidArgument {
             operation: "post_send",
-            problem: format!("{op}: {problem}"),
+            problem: format!("{}: {problem}", r.op.name()),
         };
+        let local: &[LocalSlice<'_>] = &r.local;
         let max_sge = if matches!(r.op, SendOp::Read(_)) {
             caps.max_send_sge.min(ctx.attributes().max_sge_rd().max(1))
         } else {
             caps.max_send_sge
         };
-        if r.local.len() > max_sge as usize {
+        if local.len() > max_sge as usize {
             return Err(bad(format!(
                 "{} scatter/gather entries, the QP takes at most {max_sge}{}",
-                r.local.len(),
+                local.len(),
                 if matches!(r.op, SendOp::Read(_)) {
                     format!(
                         " for RDMA READ (device max_sge_rd {})",
@@ -263,7 +266,7 @@ impl QueuePair {
             )));
         }
         let mut total: u64 = 0;
-        for l in r.local.iter() {
+        for l in local.iter() {
             if !l.in_pd(self.inner.pd.as_raw()) {
                 return Err(bad(
                     "a local buffer is registered in another protection domain".into(),
@@ -296,7 +299,7 @@ impl QueuePair {
             }
             // The provider copies inline data with the CPU (memcpy from the
             // entry's address): device memory would fault or be garbage.
-            if let Some(i) = r.local.iter().position(|l| !l.cpu_readable()) {
+            if let Some(i) = local.iter().position(|l| !l.cpu_readable()) {
                 return Err(Error::NotHostMemory {
                     operation: "post_send",
                     what: format!("local buffer {i}"),
@@ -331,7 +334,7 @@ impl QueuePair {
                         hint: Some("use RDMA WRITE/READ or SEND instead".into()),
                     });
                 }
-                if r.local.len() != 1 || r.local[0].len() != 8 {
+                if local.len() != 1 || local[0].len() != 8 {
                     return Err(bad(
                         "atomics take exactly one 8-byte local buffer for the old value".into(),
                     ));
@@ -350,17 +353,18 @@ impl QueuePair {
 
     pub(crate) fn check_recv(&self, r: &RecvRequest<'_>) -> Result<()> {
         let caps = &self.inner.caps;
-        if r.local.len() > caps.max_recv_sge as usize {
+        let local: &[LocalSlice<'_>] = &r.local;
+        if local.len() > caps.max_recv_sge as usize {
             return Err(Error::invalid(
                 "post_recv",
                 format!(
                     "{} scatter/gather entries, the QP takes at most {}",
-                    r.local.len(),
+                    local.len(),
                     caps.max_recv_sge
                 ),
             ));
         }
-        for l in r.local.iter() {
+        for l in local.iter() {
             if !l.in_pd(self.inner.pd.as_raw()) {
                 return Err(Error::invalid(
                     "post_recv",
