@@ -122,9 +122,13 @@ if [[ $QUICK == 0 ]]; then
   # Both crates name "MIT OR Apache-2.0": each package carries both texts
   # (symlinks to the repository root's files, packaged as their contents).
   VER=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+  # A multi-package dry run leaves its .crate files under target/package/tmp-*
+  # (a single `cargo package` under target/package): take the one there is.
   for c in erdma-sys erdma; do
+    crate=$(find target/package -name "$c-$VER.crate" | head -1)
+    [[ -n $crate ]] || { echo "error: cargo publish --dry-run left no $c-$VER.crate" >&2; exit 1; }
     for f in LICENSE-MIT LICENSE-APACHE; do
-      tar tzf "target/package/$c-$VER.crate" | grep -qx "$c-$VER/$f" ||
+      tar tzf "$crate" | grep -qx "$c-$VER/$f" ||
         { echo "error: the $c package lacks $f (add it to $c/Cargo.toml's include)" >&2; exit 1; }
     done
   done
