@@ -125,10 +125,13 @@ if [[ $QUICK == 0 ]]; then
   # A multi-package dry run leaves its .crate files under target/package/tmp-*
   # (a single `cargo package` under target/package): take the one there is.
   for c in erdma-sys erdma; do
-    crate=$(find target/package -name "$c-$VER.crate" | head -1)
+    crate=$(find target/package -name "$c-$VER.crate" -print -quit)
     [[ -n $crate ]] || { echo "error: cargo publish --dry-run left no $c-$VER.crate" >&2; exit 1; }
+    # Listed first, then searched: `tar | grep -q` under pipefail fails when
+    # grep stops reading at the match and tar gets SIGPIPE.
+    listing=$(tar tzf "$crate")
     for f in LICENSE-MIT LICENSE-APACHE; do
-      tar tzf "$crate" | grep -qx "$c-$VER/$f" ||
+      grep -qx "$c-$VER/$f" <<<"$listing" ||
         { echo "error: the $c package lacks $f (add it to $c/Cargo.toml's include)" >&2; exit 1; }
     done
   done
