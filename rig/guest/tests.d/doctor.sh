@@ -46,7 +46,7 @@ doctor_healthy() {
   expect_line "$out" ok rdma.gid-index "= ::ffff:10.99.0.1 (RoCE v2)" || return 1
   if [[ -n ${ERDMA_NCCL_LIBRARY:-} ]]; then expect_line "$out" ok gpu.nccl "NCCL 2." || return 1; fi
   "$DOCTOR" --json --skip "$DOCTOR_SKIP" >"$LOGS/doctor.json" || return 1
-  jq -e '.tool == "erdma-doctor" and .exit_status == 0 and (.checks | length) == 20
+  jq -e '.tool == "erdma-doctor" and .exit_status == 0 and (.checks | length) == 29
          and .recommended.env[0].name == "NCCL_IB_HCA"' "$LOGS/doctor.json" >/dev/null \
     || { echo "bad --json"; return 1; }
 }
