@@ -464,6 +464,47 @@ pub fn readable(v: &NvmlView) -> impl Iterator<Item = &GpuState> {
     v.gpus.iter().filter(|g| g.lost.is_none())
 }
 
+/// The GPUs NVML could read, or the outcome [`gpus`] gives when there are
+/// none to check.
+pub fn readable_gpus<'a>(cx: &'a Ctx) -> Result<Vec<&'a GpuState>, Outcome> {
+    Ok(readable(gpus(cx)?).collect())
+}
+
+/// [`readable_gpus`] for a check of one reading: skipped
+/// (`{what} not reported: {why}`) when no readable GPU gives it.
+pub fn reporting<'a, T: 'a>(
+    cx: &'a Ctx,
+    what: &str,
+    reading: impl Fn(&'a GpuState) -> &'a Reading<T>,
+) -> Result<Vec<&'a GpuState>, Outcome> {
+    let gpus = readable_gpus(cx)?;
+    match unread(gpus.iter().map(|g| reading(g))) {
+        Some((n, why)) if n == gpus.len() => {
+            Err(Outcome::skip(format!("{what} not reported: {why}")))
+        }
+        _ => Ok(gpus),
+    }
+}
+
+/// A per-GPU check's details: `{"gpus": [{"index", "pci", ...}]}`, each
+/// GPU's own fields (a JSON object) after its index and PCI address.
+pub fn per_gpu_details(
+    gpus: &[&GpuState],
+    fields: impl Fn(&GpuState) -> serde_json::Value,
+) -> serde_json::Value {
+    let list: Vec<serde_json::Value> = gpus
+        .iter()
+        .map(|g| {
+            let mut one = serde_json::json!({ "index": g.index, "pci": g.pci.as_ref().ok() });
+            if let (Some(one), serde_json::Value::Object(more)) = (one.as_object_mut(), fields(g)) {
+                one.extend(more);
+            }
+            one
+        })
+        .collect();
+    serde_json::json!({ "gpus": list })
+}
+
 /// `n GPU(s)`.
 pub fn count_gpus(n: usize) -> String {
     format!("{n} GPU{}", if n == 1 { "" } else { "s" })

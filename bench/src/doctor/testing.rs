@@ -328,6 +328,16 @@ impl FakeHost {
     }
 }
 
+/// A bare fake host with `n` healthy GPUs, changed by `edit`.
+pub fn gpu_host(n: u32, edit: impl FnOnce(&mut [GpuState])) -> FakeHost {
+    let mut h = FakeHost::bare();
+    h.gpu_health = healthy_gpus(n);
+    if let Ok(v) = &mut h.gpu_health.nvml {
+        edit(&mut v.gpus);
+    }
+    h
+}
+
 /// NVML and the kernel log of a host with `n` healthy H100s and no XID.
 pub fn healthy_gpus(n: u32) -> GpuHealth {
     GpuHealth {

@@ -13,16 +13,10 @@ pub const CHECK: Check = Check {
 };
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::reporting(cx, "clocks event reasons", |g| &g.clocks_event_reasons) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
-    if let Some((n, why)) = gpuhealth::unread(gpus.iter().map(|g| &g.clocks_event_reasons))
-        && n == gpus.len()
-    {
-        return Outcome::skip(format!("clocks event reasons not reported: {why}"));
-    }
     let hw = reasons::HW_SLOWDOWN | reasons::HW_THERMAL | reasons::HW_POWER_BRAKE;
     let mut findings = Vec::new();
     for g in &gpus {
@@ -55,12 +49,11 @@ fn run(cx: &Ctx) -> Outcome {
             (!n.is_empty()).then(|| format!("GPU {}: {}", g.index, n.join(", ")))
         })
         .collect();
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
             "clocks_event_reasons": g.clocks_event_reasons.as_ref().ok(),
             "active": g.clocks_event_reasons.as_ref().ok().map(|m| reasons::names(*m)),
-        })).collect::<Vec<_>>(),
+        })
     });
     let ok = format!(
         "{}: no hardware or thermal slowdown{}",

@@ -37,11 +37,10 @@ fn where_(c: &EccCounts) -> String {
 }
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::readable_gpus(cx) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
     if !gpus.is_empty()
         && gpus
             .iter()
@@ -84,12 +83,11 @@ fn run(cx: &Ctx) -> Outcome {
         life_corr += corrected(&g.ecc_aggregate).unwrap_or(0);
         vol_corr += corrected(&g.ecc_volatile).unwrap_or(0);
     }
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
             "ecc_mode": g.ecc_mode.as_ref().ok(), "ecc_mode_error": g.ecc_mode.as_ref().err(),
             "volatile": g.ecc_volatile, "aggregate": g.ecc_aggregate,
-        })).collect::<Vec<_>>(),
+        })
     });
     let ok = format!(
         "ECC on, {}: no uncorrectable error since reset ({vol_corr} corrected); lifetime {life_unc} uncorrectable, {life_corr} corrected",
@@ -101,17 +99,12 @@ fn run(cx: &Ctx) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::gpuhealth::{EccMode, GpuHealth, GpuState};
+    use crate::doctor::gpuhealth::{EccMode, GpuState};
     use crate::doctor::model::Status;
-    use crate::doctor::testing::{FakeHost, healthy_gpus};
+    use crate::doctor::testing::{FakeHost, gpu_host, healthy_gpus};
 
     fn host(edit: impl Fn(&mut GpuState)) -> FakeHost {
-        let mut h = FakeHost::bare();
-        h.gpu_health = healthy_gpus(4);
-        if let GpuHealth { nvml: Ok(v), .. } = &mut h.gpu_health {
-            edit(&mut v.gpus[2]);
-        }
-        h
+        gpu_host(4, |g| edit(&mut g[2]))
     }
 
     #[test]

@@ -13,11 +13,10 @@ pub const CHECK: Check = Check {
 };
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::readable_gpus(cx) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
     if gpus.iter().all(|g| g.nvlinks.is_empty()) {
         return Outcome::skip("no NVLink: NVML reports no link on these GPUs (PCIe only)");
     }
@@ -87,10 +86,10 @@ fn run(cx: &Ctx) -> Outcome {
             ));
         }
     }
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(), "links": g.nvlinks,
-        })).collect::<Vec<_>>(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
+            "links": g.nvlinks,
+        })
     });
     let ok = format!(
         "{up} of {all} NVLinks up on {}, no NVLink error",
@@ -104,15 +103,10 @@ mod tests {
     use super::*;
     use crate::doctor::gpuhealth::{GpuState, NvLinkErrors};
     use crate::doctor::model::Status;
-    use crate::doctor::testing::{FakeHost, healthy_gpus};
+    use crate::doctor::testing::{FakeHost, gpu_host, healthy_gpus};
 
     fn host(edit: impl Fn(&mut GpuState)) -> FakeHost {
-        let mut h = FakeHost::bare();
-        h.gpu_health = healthy_gpus(2);
-        if let Ok(v) = &mut h.gpu_health.nvml {
-            edit(&mut v.gpus[0]);
-        }
-        h
+        gpu_host(2, |g| edit(&mut g[0]))
     }
 
     #[test]

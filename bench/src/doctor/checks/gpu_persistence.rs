@@ -13,16 +13,10 @@ pub const CHECK: Check = Check {
 };
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::reporting(cx, "persistence mode", |g| &g.persistence) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
-    if let Some((n, why)) = gpuhealth::unread(gpus.iter().map(|g| &g.persistence))
-        && n == gpus.len()
-    {
-        return Outcome::skip(format!("persistence mode not reported: {why}"));
-    }
     let findings: Vec<Finding> = gpus
         .iter()
         .filter(|g| g.persistence == Ok(false))
@@ -34,10 +28,10 @@ fn run(cx: &Ctx) -> Outcome {
             )
         })
         .collect();
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(), "persistence": g.persistence.as_ref().ok(),
-        })).collect::<Vec<_>>(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
+            "persistence": g.persistence.as_ref().ok(),
+        })
     });
     let ok = format!("persistence mode on, {}", gpuhealth::count_gpus(gpus.len()));
     gpuhealth::fold(ok, findings, details)

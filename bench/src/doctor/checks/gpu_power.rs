@@ -17,16 +17,10 @@ fn w(mw: u32) -> String {
 }
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::reporting(cx, "GPU power limits", |g| &g.power_limit_mw) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
-    if let Some((n, why)) = gpuhealth::unread(gpus.iter().map(|g| &g.power_limit_mw))
-        && n == gpus.len()
-    {
-        return Outcome::skip(format!("GPU power limits not reported: {why}"));
-    }
     let mut findings = Vec::new();
     let (mut draw, mut limit) = (0u64, 0u64);
     for g in &gpus {
@@ -49,13 +43,12 @@ fn run(cx: &Ctx) -> Outcome {
             ));
         }
     }
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
             "power_mw": g.power_mw.as_ref().ok(),
             "limit_mw": g.power_limit_mw.as_ref().ok(),
             "default_limit_mw": g.power_default_mw.as_ref().ok(),
-        })).collect::<Vec<_>>(),
+        })
     });
     let ok = format!(
         "{}: limits at their defaults; drawing {} of {}",

@@ -16,11 +16,10 @@ pub const CHECK: Check = Check {
 pub const RETIRED_PAGES_LIMIT: u32 = 60;
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::readable_gpus(cx) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
     if gpus.iter().all(|g| g.remap.is_err() && g.retired.is_err()) {
         let why = gpus
             .first()
@@ -75,12 +74,11 @@ fn run(cx: &Ctx) -> Outcome {
             }
         }
     }
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
             "remapped_rows": g.remap.as_ref().ok(), "remapped_rows_error": g.remap.as_ref().err(),
             "retired_pages": g.retired.as_ref().ok(), "retired_pages_error": g.retired.as_ref().err(),
-        })).collect::<Vec<_>>(),
+        })
     });
     let ok = format!(
         "{}: no pending or failed repair ({rows} rows remapped, {pages} pages retired)",
@@ -94,15 +92,10 @@ mod tests {
     use super::*;
     use crate::doctor::gpuhealth::{GpuState, NOT_SUPPORTED, RetiredPages, RowRemap};
     use crate::doctor::model::Status;
-    use crate::doctor::testing::{FakeHost, healthy_gpus};
+    use crate::doctor::testing::{FakeHost, gpu_host, healthy_gpus};
 
     fn host(edit: impl Fn(&mut GpuState)) -> FakeHost {
-        let mut h = FakeHost::bare();
-        h.gpu_health = healthy_gpus(2);
-        if let Ok(v) = &mut h.gpu_health.nvml {
-            edit(&mut v.gpus[1]);
-        }
-        h
+        gpu_host(2, |g| edit(&mut g[1]))
     }
 
     fn remap(unc: u32, pending: bool, failure: bool) -> Result<RowRemap, String> {

@@ -16,16 +16,10 @@ pub const CHECK: Check = Check {
 const MARGIN_C: u32 = 5;
 
 fn run(cx: &Ctx) -> Outcome {
-    let v = match gpuhealth::gpus(cx) {
-        Ok(v) => v,
+    let gpus = match gpuhealth::reporting(cx, "GPU temperature", |g| &g.temperature) {
+        Ok(g) => g,
         Err(o) => return o,
     };
-    let gpus: Vec<_> = gpuhealth::readable(v).collect();
-    if let Some((n, why)) = gpuhealth::unread(gpus.iter().map(|g| &g.temperature))
-        && n == gpus.len()
-    {
-        return Outcome::skip(format!("GPU temperature not reported: {why}"));
-    }
     let mut findings = Vec::new();
     let mut hottest: Option<(u32, u32)> = None;
     for g in &gpus {
@@ -59,14 +53,13 @@ fn run(cx: &Ctx) -> Outcome {
             _ => {}
         }
     }
-    let details = serde_json::json!({
-        "gpus": gpus.iter().map(|g| serde_json::json!({
-            "index": g.index, "pci": g.pci.as_ref().ok(),
+    let details = gpuhealth::per_gpu_details(&gpus, |g| {
+        serde_json::json!({
             "temperature_c": g.temperature.as_ref().ok(),
             "slowdown_c": g.temp_slowdown.as_ref().ok(),
             "shutdown_c": g.temp_shutdown.as_ref().ok(),
             "max_operating_c": g.temp_max_operating.as_ref().ok(),
-        })).collect::<Vec<_>>(),
+        })
     });
     let ok = match hottest {
         Some((t, i)) => {
@@ -91,15 +84,10 @@ mod tests {
     use super::*;
     use crate::doctor::gpuhealth::{GpuState, NOT_SUPPORTED};
     use crate::doctor::model::Status;
-    use crate::doctor::testing::{FakeHost, healthy_gpus};
+    use crate::doctor::testing::{FakeHost, gpu_host};
 
     fn host(edit: impl Fn(&mut GpuState)) -> FakeHost {
-        let mut h = FakeHost::bare();
-        h.gpu_health = healthy_gpus(2);
-        if let Ok(v) = &mut h.gpu_health.nvml {
-            edit(&mut v.gpus[1]);
-        }
-        h
+        gpu_host(2, |g| edit(&mut g[1]))
     }
 
     #[test]
