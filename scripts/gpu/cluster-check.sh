@@ -65,8 +65,11 @@ assert any(p["id"] == "cluster.one-rank-per-host" for p in d["across"]), d["acro
 assert d["exit_status"] == int(sys.argv[2]) >= 1, (d["exit_status"], sys.argv[2])
 print("  NCCL", d["reports"][0]["checks"][[x["id"] for x in d["reports"][0]["checks"]].index("gpu.nccl")]["details"]["version"])
 PY
-n=$(ls "$OUT/np2-out" 2>/dev/null | wc -l)
-[[ $n == 3 ]] && ok "np2: --out wrote 3 files" || bad "np2: --out wrote $n files"
+# cluster.json, report.html and each rank's doctor report (two ranks of one
+# host are two reports: doctor-<host>-rank<N>.json).
+files=$(cd "$OUT/np2-out" 2>/dev/null && ls | sort | tr '\n' ' ')
+[[ $files =~ ^cluster\.json\ doctor-[^\ ]+-rank0\.json\ doctor-[^\ ]+-rank1\.json\ report\.html\ $ ]] &&
+  ok "np2: --out wrote $files" || bad "np2: --out wrote '$files', want cluster.json, doctor-HOST-rank{0,1}.json, report.html"
 
 echo "== $passed passed, ${#failed[@]} failed"
 [[ ${#failed[@]} == 0 ]]
