@@ -6,6 +6,7 @@
 mod cluster_common;
 
 use cluster_common::{check, mpirun, mpirun_env};
+use erdma_bench::cluster::diagnose::{Rail, cell_line};
 
 #[test]
 #[ignore = "needs RDMA devices: run in the rig"]
@@ -82,14 +83,24 @@ fn pairs_on(devices: &str, perf_args: &str, tag: &str, port: &str, baseline_port
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir =
         std::env::temp_dir().join(format!("erdma-cluster-pairs-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (code, text, err) = pairs_job(
-        devices,
-        perf_args,
-        port,
-        &["--json", "--out", dir.to_str().unwrap()],
-    );
-    let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+    let job = || {
+        let _ = std::fs::remove_dir_all(&dir);
+        let (code, text, err) = pairs_job(
+            devices,
+            perf_args,
+            port,
+            &["--json", "--out", dir.to_str().unwrap()],
+        );
+        let v: serde_json::Value = serde_json::from_str(text.trim()).expect(&text);
+        (code, text, err, v)
+    };
+    let (mut code, mut text, mut err, mut v) = job();
+    if v["pairs"]["status"] != "ok" && siw_stall_only(&v) {
+        // siw's flake (see siw_stall_only): a run lost in its connection
+        // exchange, never in its transfer. Once more; a second is a failure.
+        eprintln!("siw stalled in a connection exchange: the job once more\n{err}");
+        (code, text, err, v) = job();
+    }
     let pairs = &v["pairs"];
     assert_eq!(pairs["status"], "ok", "{pairs:#}{err}");
     // Both ranks on one VM: the shared-host warning, nothing worse.
@@ -766,6 +777,65 @@ fn fault_seen(
     );
 }
 
+/// Whether the slowed cells of each rail (`slow`: the rail's index and its
+/// slowed cells, client and server) are under the low line that the job's
+/// own cells give ([`cell_line`]): where they are not, this job's noise
+/// hides the fault from any diagnosis at the job's false-alarm rate (seen
+/// with the build machine loaded far past one busy core: healthy cells
+/// 0.006-0.11 Gb/s, the link slowed to 0.0017, the line at its 0.05 floor
+/// and the slowed cells at 0.07 of the reference); the error says so.
+fn fault_visible(v: &serde_json::Value, slow: &[(usize, &[(usize, usize)])]) -> Result<(), String> {
+    for &(r, cells) in slow {
+        let g = v["pairs"]["rails"][r]["gbps"]
+            .as_array()
+            .expect("a rail's matrix");
+        let mut rail = Rail::new(g.len());
+        for (c, row) in g.iter().enumerate() {
+            for (s, x) in row.as_array().expect("a row").iter().enumerate() {
+                rail.gbps[c][s] = x.as_f64();
+            }
+        }
+        let (reference, line) = cell_line(&rail).ok_or(format!("rail {r}: no reference"))?;
+        for &(c, s) in cells {
+            let x = rail.gbps[c][s].unwrap_or(f64::NAN) / reference;
+            if x.is_nan() || x >= line {
+                return Err(format!(
+                    "rail {r}: slowed cell {c} -> {s} at {x:.3} of the reference \
+                     {reference:.4} Gb/s, not under this job's low line {line:.3}: {g:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs a fault test's `job` until its fault is visible in the job's own
+/// numbers ([`fault_visible`]; `json` finds the job's document), at most
+/// three times: the emulated rig's noise varies from job to job with the
+/// build machine's load, and a job where the noise is as wide as the
+/// fault tests nothing. Three such jobs in a row fail the test.
+fn until_visible<R>(
+    slow: &[(usize, &[(usize, usize)])],
+    job: impl Fn() -> R,
+    json: impl Fn(&R) -> &serde_json::Value,
+) -> R {
+    let mut why = Vec::new();
+    for attempt in 1..=3 {
+        let r = job();
+        match fault_visible(json(&r), slow) {
+            Ok(()) => return r,
+            Err(e) => {
+                eprintln!("job {attempt} of 3: the rig's noise hid the fault: {e}");
+                why.push(e);
+            }
+        }
+    }
+    panic!(
+        "the rig's noise hid the fault in 3 jobs of 3:\n{}",
+        why.join("\n")
+    );
+}
+
 /// Issue 24: the link rxe1 <-> rxe2 slowed by tc (both directions, nothing
 /// else): ranks 1 and 2 (rxe1, rxe2) measure each other slowly, the other
 /// cells as before; a verdict names that link (or a direction of it), the
@@ -775,14 +845,9 @@ fn fault_seen(
 fn a_slow_link_shows_between_its_two_ranks() {
     let _quiet = quiet();
     let _tc = Shaped::new(&["link", "rxe1", "rxe2", SLOW_LINK]);
-    let (v, names, code) = one_rxe_each("19600");
-    fault_seen(
-        &v,
-        &names,
-        &[(1, 2), (2, 1)],
-        &[1, 2],
-        &["link", "direction"],
-    );
+    let slow = [(1, 2), (2, 1)];
+    let (v, names, code) = until_visible(&[(0, &slow)], || one_rxe_each("19600"), |r| &r.0);
+    fault_seen(&v, &names, &slow, &[1, 2], &["link", "direction"]);
     assert_eq!(code, Some(2), "a confirmed verdict fails the job");
     same_job_simulated(&v, code, "link:h1:h2:0.1", &[1, 2]);
 }
@@ -889,8 +954,8 @@ fn same_job_simulated(rig: &serde_json::Value, code: Option<i32>, inject: &str, 
 fn a_slow_nic_shows_in_its_ranks_row_and_column() {
     let _quiet = quiet();
     let _tc = Shaped::new(&["nic", "rxe3", SLOW_NIC]);
-    let (v, names, code) = one_rxe_each("19700");
     let slow = [(3, 0), (3, 1), (3, 2), (0, 3), (1, 3), (2, 3)];
+    let (v, names, code) = until_visible(&[(0, &slow)], || one_rxe_each("19700"), |r| &r.0);
     // Found as a host (one NIC per rank) or NIC fault since the spread is
     // on a log scale (before it, 0 of 5 runs: the linear line fell to
     // its floor; after, 4 of 4, lowline about 0.4, rank 3's cells at 0.04-0.08
@@ -913,9 +978,19 @@ fn one_slow_nic_of_two_is_a_nic_verdict() {
     let gid = std::env::var("ERDMA_RIG_RXE_GID_INDEX").unwrap_or_else(|_| "1".into());
     let perf = format!("-x {gid} -s 65536 -n 25 -u 18 --report_gbits");
     let t0 = std::time::Instant::now();
-    let (code, text, err) = ranks_job(4, &distinct_rails("rxe"), &perf, "20000", &["--json"], &[]);
-    let v: serde_json::Value = serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
+    // rxe3 is rank 3's NIC 0 (rail 0) and rank 2's NIC 1 (rail 1).
+    let (rank3, rank2) = (
+        [(3, 0), (3, 1), (3, 2), (0, 3), (1, 3), (2, 3)],
+        [(2, 0), (2, 1), (2, 3), (0, 2), (1, 2), (3, 2)],
+    );
+    let job = || {
+        let (code, text, err) =
+            ranks_job(4, &distinct_rails("rxe"), &perf, "20000", &["--json"], &[]);
+        let v: serde_json::Value = serde_json::from_str(text.trim())
+            .unwrap_or_else(|e| panic!("{e}: exit {code:?}\n{text}{err}"));
+        (v, code)
+    };
+    let (v, code) = until_visible(&[(0, &rank3), (1, &rank2)], job, |r| &r.0);
     for r in v["pairs"]["rails"].as_array().unwrap() {
         eprintln!("rail {} gbps {}", r["rail"], r["gbps"]);
     }

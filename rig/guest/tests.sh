@@ -67,8 +67,10 @@ if [[ $QUICK != 1 ]]; then
   for bin in $ERDMA_RIG_TEST_BINS; do
     name=$(basename "$bin"); name=${name%-*}
     # rig_cluster runs many mpirun jobs of 2 and 4 ranks, some alone in the
-    # VM (speed-judging ones): 5-6 minutes under load.
-    budget=300; [[ $name == rig_cluster ]] && budget=900
+    # VM (speed-judging ones): 5-6 minutes under load, 14.5 with the build
+    # machine loaded far past one busy core; a fault test whose job's noise
+    # hid its fault runs the job again (at most twice): room for that.
+    budget=300; [[ $name == rig_cluster ]] && budget=1500
     # async_cq: interrupt-driven round trips take milliseconds under TCG.
     [[ $name == async_cq ]] && budget=600
     step "cargo test: $name" "$budget" "$bin" --include-ignored --test-threads=2

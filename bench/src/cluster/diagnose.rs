@@ -81,6 +81,16 @@ pub fn low_line(above: &mut [f64], judged: usize) -> (f64, f64) {
     (spread, (-threshold).exp().max(MIN_LOWLINE))
 }
 
+/// The reference and the low line a rail's cells are judged by when no
+/// baseline is given and the fit is not used (clusters under
+/// [`MIN_FIT_HOSTS`] hosts): a cell is low when its ratio to the reference
+/// is under the line. A fault test asks this before it expects a verdict:
+/// a slowed cell above the line is hidden by the job's own noise.
+pub fn cell_line(rail: &Rail) -> Option<(f64, f64)> {
+    let n = rail.gbps.len();
+    view(rail, &vec![false; n], 1.0).map(|v| (v.reference, v.lowline))
+}
+
 /// What a verdict blames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
