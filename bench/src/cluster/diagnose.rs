@@ -41,6 +41,48 @@ pub const MIN_HOST_EFFECT: f64 = 0.03;
 /// explain) called a fault.
 pub const MIN_PATH_EFFECT: f64 = 0.05;
 
+/// The smallest slowdowns a run reports: the floors under the statistical
+/// lines (a line is `max(k x standard error, floor)`). `--min-effect`
+/// sets all three to one value; without it they are [`MIN_EFFECT`] (the
+/// line per cell), [`MIN_HOST_EFFECT`] and [`MIN_PATH_EFFECT`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Floors {
+    /// The line per cell (and a host's row or column median against it).
+    pub cell: f64,
+    /// A host's (or NIC's) effect in the fit.
+    pub host: f64,
+    /// A path's residual in the fit.
+    pub path: f64,
+    /// Whether `--min-effect` set them (the sensitivity note says so).
+    pub given: bool,
+}
+
+impl Floors {
+    /// The floors for `min_effect` (`--min-effect`, a fraction in (0, 1)),
+    /// the defaults when none.
+    pub fn of(min_effect: Option<f64>) -> Floors {
+        match min_effect {
+            Some(x) => Floors {
+                cell: x,
+                host: x,
+                path: x,
+                given: true,
+            },
+            None => Floors {
+                cell: MIN_EFFECT,
+                host: MIN_HOST_EFFECT,
+                path: MIN_PATH_EFFECT,
+                given: false,
+            },
+        }
+    }
+}
+
+/// `-ln(1 - x)`: a slowdown of `x` on the log scale the lines live on.
+fn log_floor(x: f64) -> f64 {
+    -(1.0 - x).ln()
+}
+
 /// The fewest hosts the fit is used with: below, a row has at most 6
 /// cells, one gross fault among them moves its median, and the residuals
 /// are too few to measure the noise (4 hosts: 12 cells, 7 effects). In the
@@ -70,9 +112,14 @@ pub fn k_sigma(judged: usize) -> f64 {
 /// `exp(-max(k_sigma(judged) * spread, -ln(1 - MIN_EFFECT)))`, never under
 /// [`MIN_LOWLINE`]. Shared by the pair cells and the NCCL hosts.
 pub fn low_line(above: &mut [f64], judged: usize) -> (f64, f64) {
+    low_line_at(above, judged, MIN_EFFECT)
+}
+
+/// [`low_line`] with the floor `min_effect` instead of [`MIN_EFFECT`].
+pub fn low_line_at(above: &mut [f64], judged: usize, min_effect: f64) -> (f64, f64) {
     // The median of |x| for x normal is 0.674 sigma: 1.4826 turns it into sigma.
     let spread = upper_median(above).map_or(0.0, |m| 1.4826 * m);
-    let threshold = (k_sigma(judged) * spread).max(-(1.0 - MIN_EFFECT).ln());
+    let threshold = (k_sigma(judged) * spread).max(log_floor(min_effect));
     // On a linear scale a spread of 20% (an emulated device's runs) put the
     // line at 0 or under, so that a link at a tenth of the reference passed
     // (seen in the rig: healthy cells 0.052-0.086 Gb/s, the slowed link at
@@ -205,6 +252,9 @@ pub struct Input<'a> {
     pub port_gbps: Option<f64>,
     /// A cell under this ratio of its baseline is low.
     pub fail_below: f64,
+    /// The smallest slowdown reported (`--min-effect`, a fraction): the
+    /// floor of every line ([`Floors`]); none: the default floors.
+    pub min_effect: Option<f64>,
 }
 
 /// The verdicts and notes about the whole cluster.
@@ -289,6 +339,8 @@ struct View {
     k_hosts: f64,
     k_cells: f64,
     k_pairs: f64,
+    /// The smallest slowdowns reported.
+    floors: Floors,
 }
 
 impl View {
@@ -310,7 +362,7 @@ impl View {
         } else {
             (f.receive[h], f.receive_cells[h])
         };
-        let line = (self.k_hosts * f.effect_se(cells)).max(-(1.0 - MIN_HOST_EFFECT).ln());
+        let line = (self.k_hosts * f.effect_se(cells)).max(log_floor(self.floors.host));
         (!e.is_nan() && cells >= 2).then_some((e, line))
     }
 
@@ -325,15 +377,24 @@ impl View {
     fn sensitivity(&self, nic: usize) -> Option<String> {
         let f = self.fit.as_ref()?;
         let cells = f.send_cells.iter().copied().max().unwrap_or(0);
-        let host = (self.k_hosts * f.effect_se(cells)).max(-(1.0 - MIN_HOST_EFFECT).ln());
-        let floor = -(1.0 - MIN_PATH_EFFECT).ln();
+        let host = (self.k_hosts * f.effect_se(cells)).max(log_floor(self.floors.host));
+        let floor = log_floor(self.floors.path);
         let sigma = f.sigma * (1.0 + 2.0 * 1.2533 * 1.2533 / cells.max(1) as f64).sqrt();
         let link = (self.k_pairs * sigma / std::f64::consts::SQRT_2).max(floor);
         let direction = (self.k_cells * sigma).max(floor);
         let pct = |x: f64| 100.0 * -(-x).exp_m1();
+        let floors = if self.floors.given {
+            format!("--min-effect {:.1}%", 100.0 * self.floors.host)
+        } else {
+            format!(
+                "floors {:.0}% for a host, {:.0}% for a path",
+                100.0 * self.floors.host,
+                100.0 * self.floors.path
+            )
+        };
         Some(format!(
             "NIC {nic}: noise {:.1}% per run ({} hosts); this run names a host or NIC {:.1}% slow \
-             or more, a link {:.1}%, one direction {:.1}% (smaller faults pass unseen)",
+             or more, a link {:.1}%, one direction {:.1}% (smaller faults pass unseen; {floors})",
             100.0 * f.sigma,
             f.n,
             pct(host),
@@ -346,7 +407,7 @@ impl View {
     /// is low on its own.
     fn residual_low(&self, c: usize, s: usize) -> bool {
         let Some(f) = &self.fit else { return false };
-        let line = (self.k_cells * f.residual_sigma(c, s)).max(-(1.0 - MIN_PATH_EFFECT).ln());
+        let line = (self.k_cells * f.residual_sigma(c, s)).max(log_floor(self.floors.path));
         f.residual(c, s).is_some_and(|r| r < -line)
     }
 
@@ -360,14 +421,14 @@ impl View {
         };
         let pair_sigma =
             (f.residual_sigma(a, b) + f.residual_sigma(b, a)) / 2.0 / std::f64::consts::SQRT_2;
-        let line = (self.k_pairs * pair_sigma).max(-(1.0 - MIN_PATH_EFFECT).ln());
+        let line = (self.k_pairs * pair_sigma).max(log_floor(self.floors.path));
         // The difference of the two has sigma * sqrt 2; k for one test.
         let same = (ab - ba).abs() < k_sigma(1) * f.sigma * std::f64::consts::SQRT_2;
         (ab + ba) / 2.0 < -line && same
     }
 }
 
-fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
+fn view(rail: &Rail, skip: &[bool], fail_below: f64, floors: Floors) -> Option<View> {
     let n = rail.gbps.len();
     let live = |h: usize| !skip[h];
     let mut row_medians = Vec::new();
@@ -396,7 +457,7 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
             }
         }
     }
-    let (spread, lowline) = low_line(&mut above, judged);
+    let (spread, lowline) = low_line_at(&mut above, judged, floors.cell);
     let live_hosts = skip.iter().filter(|s| !**s).count();
     // The fit works on the logs of the rates (NaN: not measured).
     let logs = || -> Vec<f64> {
@@ -446,6 +507,7 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         // The pairs' test comes on top of the cells' tests: k for all the
         // cells keeps the two together at the cells' false alarm rate.
         k_pairs: k_sigma(judged),
+        floors,
     })
 }
 
@@ -624,7 +686,7 @@ fn seen_by_fit(f: &HostFlag, rail: &Rail, v: &View, flagged: &[usize]) -> bool {
         Side::Receives => runs(false),
         Side::Both => [runs(true), runs(false)].concat(),
     };
-    let line = (k_sigma(flagged.len()) * fit.effect_se(d.len())).max(-(1.0 - MIN_HOST_EFFECT).ln());
+    let line = (k_sigma(flagged.len()) * fit.effect_se(d.len())).max(log_floor(v.floors.host));
     // The plain median: the upper one of two runs is their better, which
     // halved the chance of seeing a 5% host again.
     fit::median(&mut d).is_some_and(|x| x < -line)
@@ -701,7 +763,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
         if rail.gbps.len() != n {
             continue;
         }
-        let Some(v) = view(rail, &skip, input.fail_below) else {
+        let Some(v) = view(rail, &skip, input.fail_below, Floors::of(input.min_effect)) else {
             continue;
         };
         let flags = host_flags(i, rail, &v, &skip);

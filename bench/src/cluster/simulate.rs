@@ -84,6 +84,16 @@ pub fn fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--min-effect`: `0.05` or `5%`, over 0 and at most 0.5.
+pub fn min_effect(s: &str) -> Result<f64, String> {
+    match fraction(s) {
+        Ok(v) if v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}': the smallest slowdown to report, over 0 and at most 50%, such as 5% or 0.05"
+        )),
+    }
+}
+
 /// Whether the command line asks for a simulation (checked before MPI
 /// starts: a simulation needs no mpirun).
 pub fn requested() -> bool {
@@ -407,6 +417,7 @@ pub fn run(
     m: &Model,
     names: &[String],
     seed: u64,
+    min_effect: Option<f64>,
 ) -> Outcome {
     let n = t.hosts;
     let mut job = Job {
@@ -436,6 +447,7 @@ pub fn run(
             lost: &job.lost,
             port_gbps: Some(t.port_gbps),
             fail_below: 0.9,
+            min_effect,
         })
     };
     let first = judge(&job);
@@ -799,7 +811,15 @@ pub fn main(args: &super::Args, out: &mut dyn std::io::Write, err: &mut dyn std:
             };
             let truth = Truth::new(s.hosts, s.nics, a.port_gbps, &faults);
             let steps = s.job.steps_per_round();
-            let mut outcome = run(&truth, &plan, steps, &s.model, &names, seed);
+            let mut outcome = run(
+                &truth,
+                &plan,
+                steps,
+                &s.model,
+                &names,
+                seed,
+                args.min_effect,
+            );
             if i > 0 || !a.documents {
                 // 16 MB per NIC at 1000 hosts: kept for --documents only.
                 outcome.rails = Vec::new();
@@ -975,6 +995,7 @@ fn gather(
         schedule: None,
         retest: None,
         port_rate: super::PortRate::Off,
+        min_effect: None,
     };
     let meta = RunMeta::now("erdma-cluster");
     let judgement = super::Judgement::of(&reports, &across, &stages);
@@ -1151,6 +1172,12 @@ mod tests {
 
     #[test]
     fn specs_parse_and_bad_ones_say_why() {
+        assert_eq!(min_effect("5%"), Ok(0.05));
+        assert_eq!(min_effect("0.02"), Ok(0.02));
+        for bad in ["0", "0%", "60%", "-1%", "x"] {
+            let e = min_effect(bad).unwrap_err();
+            assert!(e.contains("smallest slowdown") && e.contains(bad), "{e}");
+        }
         assert_eq!(
             Fault::parse("host:h17:0.8", 20, 2),
             Ok(Fault::Host(17, 0.8))
@@ -1280,6 +1307,7 @@ mod tests {
                 &st.model,
                 &names,
                 args.sim.seed,
+                None,
             );
             assert_eq!(code, want, "{shape} {inject:?}: {doc:#}");
             assert_eq!(sim_exit(&o), want, "{shape} {inject:?}");
@@ -1383,7 +1411,7 @@ mod tests {
         let m = Model::default();
         let plan = super::super::schedule::choose(64, None, &m, 1).unwrap();
         let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
-        let o = run(&t, &plan, 1, &m, &names, 1);
+        let o = run(&t, &plan, 1, &m, &names, 1, None);
         let (found, false_ones) = score(
             &[Fault::Fabric(0.8)],
             &o.diagnosis.verdicts,
@@ -1395,7 +1423,15 @@ mod tests {
             "{:?}",
             o.diagnosis.verdicts
         );
-        let healthy = run(&Truth::new(64, 2, 100.0, &[]), &plan, 1, &m, &names, 1);
+        let healthy = run(
+            &Truth::new(64, 2, 100.0, &[]),
+            &plan,
+            1,
+            &m,
+            &names,
+            1,
+            None,
+        );
         assert!(
             healthy.diagnosis.verdicts.is_empty(),
             "{:?}",
@@ -1423,7 +1459,7 @@ mod tests {
         let plan = super::super::schedule::choose(64, None, &m, 1).unwrap();
         let names: Vec<String> = (0..64).map(|i| format!("h{i}")).collect();
         for seed in 0..3 {
-            let o = run(&t, &plan, 1, &m, &names, seed);
+            let o = run(&t, &plan, 1, &m, &names, seed, None);
             let (found, false_ones) = score(&faults, &o.diagnosis.verdicts, &o.confirmed, 2);
             assert!(
                 found.iter().all(Option::is_some),

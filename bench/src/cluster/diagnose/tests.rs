@@ -41,6 +41,7 @@ fn judge(rails: &[Rail]) -> Diagnosis {
         lost: &[],
         port_gbps: Some(100.0),
         fail_below: 0.9,
+        min_effect: None,
     })
 }
 
@@ -112,6 +113,7 @@ fn the_rig_faults_a_fixed_five_sigma_missed() {
             lost: &[],
             port_gbps: None,
             fail_below: 0.9,
+            min_effect: None,
         })
     };
     let link = rail([
@@ -350,6 +352,7 @@ fn lost_hosts_and_failed_runs() {
         lost: &[(5, "hung: no answer within the run's deadline".into())],
         port_gbps: None,
         fail_below: 0.9,
+        min_effect: None,
     });
     assert_eq!(
         kinds(&d),
@@ -384,6 +387,7 @@ fn against_the_port_rate_and_the_baseline() {
             lost: &[],
             port_gbps: None,
             fail_below: 0.9,
+            min_effect: None,
         })
     };
     assert!(
@@ -427,6 +431,7 @@ fn a_wide_spread_keeps_the_baseline_the_right_way_round() {
         lost: &[],
         port_gbps: None,
         fail_below: 0.5,
+        min_effect: None,
     });
     assert_eq!(
         kinds(&d),
@@ -456,6 +461,7 @@ fn a_cluster_slower_than_its_baseline_is_judged_host_against_host() {
         lost: &[],
         port_gbps: None,
         fail_below: 0.9,
+        min_effect: None,
     });
     assert_eq!(
         kinds(&d),
@@ -560,4 +566,81 @@ fn a_mildly_slow_nic_sending() {
         );
         assert!(d.verdicts[0].why.contains("sends (receives normally)"));
     }
+}
+
+/// `--min-effect`: the floor under every line. A host 2% slow (300 hosts,
+/// +-3%: its effect's line is about 0.5% by the statistic) is under the
+/// default 3% floor and not reported; with `--min-effect 1.5%` it is one
+/// host verdict. A link at 0.9 is reported by default and not with
+/// `--min-effect 15%`. Each note says which floor it used.
+#[test]
+fn min_effect_sets_the_smallest_fault_reported() {
+    let with = |rails: &[Rail], min_effect: Option<f64>| {
+        let names = names(rails[0].gbps.len());
+        diagnose(&Input {
+            names: &names,
+            rails,
+            lost: &[],
+            port_gbps: Some(100.0),
+            fail_below: 0.9,
+            min_effect,
+        })
+    };
+    for seed in 0..4 {
+        let rails = cluster(300, 2, 0.03, seed, |_, c, s| {
+            if c == 17 || s == 17 { 0.98 } else { 1.0 }
+        });
+        let d = with(&rails, None);
+        assert!(d.verdicts.is_empty(), "seed {seed}: {:?}", kinds(&d));
+        assert!(
+            d.notes[0].contains("host or NIC 3.0% slow"),
+            "{:?}",
+            d.notes
+        );
+        assert!(d.notes[0].contains("floors 3% for a host, 5% for a path"));
+        let d = with(&rails, Some(0.015));
+        assert_eq!(kinds(&d), vec![(Kind::Host, vec![17], None)], "seed {seed}");
+        assert!(
+            d.notes[0].contains("host or NIC 1.5% slow"),
+            "{:?}",
+            d.notes
+        );
+        assert!(d.notes[0].contains("--min-effect 1.5%"), "{:?}", d.notes);
+
+        let rails = cluster(300, 2, 0.03, seed, |_, c, s| match (c, s) {
+            (3, 9) | (9, 3) => 0.9,
+            _ => 1.0,
+        });
+        assert_eq!(
+            kinds(&with(&rails, None)),
+            vec![(Kind::Link, vec![3, 9], None)],
+            "seed {seed}"
+        );
+        let d = with(&rails, Some(0.15));
+        assert!(d.verdicts.is_empty(), "seed {seed}: {:?}", kinds(&d));
+        assert!(d.notes[0].contains("a link 15.0%"), "{:?}", d.notes);
+    }
+}
+
+/// The floors: `--min-effect` sets all three, none keeps the defaults.
+#[test]
+fn floors_of_min_effect() {
+    assert_eq!(
+        Floors::of(None),
+        Floors {
+            cell: MIN_EFFECT,
+            host: MIN_HOST_EFFECT,
+            path: MIN_PATH_EFFECT,
+            given: false
+        }
+    );
+    let f = Floors::of(Some(0.02));
+    assert_eq!((f.cell, f.host, f.path, f.given), (0.02, 0.02, 0.02, true));
+    // The cells' line at a spread of 1% and 12 cells: 3.8% by the
+    // statistic, under the default 10% floor, over a 2% one.
+    let mut above = vec![0.0, 0.01 / 1.4826, 0.02];
+    let (_, default_line) = low_line(&mut above.clone(), 12);
+    let (_, lower) = low_line_at(&mut above, 12, 0.02);
+    assert!((default_line - 0.9).abs() < 1e-12, "{default_line}");
+    assert!((0.95..0.97).contains(&lower), "{lower}");
 }
