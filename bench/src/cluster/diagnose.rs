@@ -90,6 +90,12 @@ fn log_floor(x: f64) -> f64 {
 /// direction's residual "low". Those clusters keep the line per cell.
 pub const MIN_FIT_HOSTS: usize = 8;
 
+/// The fewest measurements of a path (the first pass, each retest of it)
+/// with a low run that make it flapping: one is what the noise gives now
+/// and then (each run's line is set for a 1% chance of any on its NIC),
+/// or one event that hit both directions at once; two are not.
+pub const FLAP_MIN_LOW: usize = 2;
+
 /// The lowest low line: however wide the spread, a cell under this share
 /// of the reference is low.
 pub const MIN_LOWLINE: f64 = 0.05;
@@ -141,6 +147,11 @@ pub enum Kind {
     Link,
     /// One direction of the path between two hosts.
     Direction,
+    /// The path between two hosts slow in some of its runs and not in
+    /// others (low at [`FLAP_MIN_LOW`] measurements at least, and one cell
+    /// both low and normal): an intermittent fault that a cell's best run
+    /// would hide.
+    Flapping,
     /// Every pair on one NIC (rail) alike: the cluster's median under 90%
     /// of the ports' rate (a setting such as the MTU or flow control, the
     /// fabric, a rate limit). Names no host.
@@ -156,6 +167,7 @@ impl Kind {
             Kind::Nic => "nic",
             Kind::Link => "link",
             Kind::Direction => "direction",
+            Kind::Flapping => "flapping",
             Kind::Cluster => "cluster",
         }
     }
@@ -409,6 +421,35 @@ impl View {
         let Some(f) = &self.fit else { return false };
         let line = (self.k_cells * f.residual_sigma(c, s)).max(log_floor(self.floors.path));
         f.residual(c, s).is_some_and(|r| r < -line)
+    }
+
+    /// One run `x` (Gb/s) of the cell `(c, s)` judged on its own: whether
+    /// it is low, and whether it is normal (above half the line: a run
+    /// of a path that is not slow). With the fit, its deviation from
+    /// what the fit expects of the cell (`overall + send[c] +
+    /// receive[s]`) against the cell's line (k for the cells times the
+    /// cell's residual sigma, never under the path floor); without, its
+    /// ratio to the reference against the line per cell. A path a little
+    /// slow in every run has runs low and runs between, none normal: not
+    /// flapping.
+    fn run_state(&self, c: usize, s: usize, x: f64) -> (bool, bool) {
+        if x <= 0.0 {
+            return (true, false);
+        }
+        let by_line = || {
+            let r = x / self.reference;
+            (r < self.lowline, r > (1.0 + self.lowline) / 2.0)
+        };
+        let Some(f) = &self.fit else {
+            return by_line();
+        };
+        let (e_c, e_s) = (f.send[c], f.receive[s]);
+        if e_c.is_nan() || e_s.is_nan() {
+            return by_line();
+        }
+        let line = (self.k_cells * f.residual_sigma(c, s)).max(log_floor(self.floors.path));
+        let d = x.ln() - f.overall - e_c - e_s;
+        (d < -line, d > -line / 2.0)
     }
 
     /// Whether both directions of a pair are low together: their mean
@@ -730,6 +771,234 @@ fn pair_flags(rail_i: usize, v: &View, skip: &[bool], flags: &[HostFlag]) -> Vec
     out
 }
 
+/// One path's runs (both directions, on one NIC or added over all),
+/// each judged on its own ([`View::run_state`]). The runs of a cell are
+/// its first pass (occasion 0) and its retests (occasions 1, 2, ...: the
+/// retest measures a pair's two directions on every NIC together).
+#[derive(Debug, Clone, Copy, Default)]
+struct FlapCount {
+    /// Runs of the path (the cells no host flag explains).
+    runs: usize,
+    /// Of which low.
+    low: usize,
+    /// Of which normal (above half the line).
+    normal: usize,
+    /// Runs of the retest.
+    retest_runs: usize,
+    /// Of which low.
+    retest_low: usize,
+    /// The occasions with a low run (bit i: occasion i, the last bit
+    /// standing for the 63rd and later).
+    low_occasions: u64,
+    /// Whether one cell had a low run and a normal run: the path changed
+    /// between runs (a steady fault is low in every run of its cell).
+    mixed: bool,
+}
+
+impl FlapCount {
+    fn add(&mut self, o: &FlapCount) {
+        self.runs += o.runs;
+        self.low += o.low;
+        self.normal += o.normal;
+        self.retest_runs += o.retest_runs;
+        self.retest_low += o.retest_low;
+        self.low_occasions |= o.low_occasions;
+        self.mixed |= o.mixed;
+    }
+
+    /// Slow in some runs and not in others: low at [`FLAP_MIN_LOW`]
+    /// occasions or more (one occasion's lows may be one event that hit
+    /// both directions at once), and one cell both low and normal.
+    fn flapping(&self) -> bool {
+        self.low_occasions.count_ones() as usize >= FLAP_MIN_LOW && self.mixed
+    }
+}
+
+/// The sides of hosts a NIC's host flags explain: (sends, receives).
+fn explained(n: usize, flags: &[HostFlag], rail: usize) -> (Vec<bool>, Vec<bool>) {
+    let mut sends = vec![false; n];
+    let mut receives = vec![false; n];
+    for f in flags.iter().filter(|f| f.rail == rail) {
+        sends[f.host] |= f.side != Side::Receives;
+        receives[f.host] |= f.side != Side::Sends;
+    }
+    (sends, receives)
+}
+
+/// The runs of the path `(a, b)` on one NIC, its cells that a host flag
+/// explains (`ex`) left out.
+fn path_runs(
+    rail: &Rail,
+    v: &View,
+    ex: &(Vec<bool>, Vec<bool>),
+    (a, b): (usize, usize),
+) -> FlapCount {
+    let mut k = FlapCount::default();
+    for (c, s) in [(a, b), (b, a)] {
+        if ex.0[c] || ex.1[s] {
+            continue;
+        }
+        let first = rail.gbps[c][s].into_iter().map(|x| (x, 0));
+        let again = rail.extra.get(&(c, s)).into_iter().flatten();
+        let (mut low_here, mut normal_here) = (false, false);
+        for (x, occasion) in first.chain(again.enumerate().map(|(j, &x)| (x, j + 1))) {
+            let (low, normal) = v.run_state(c, s, x);
+            k.runs += 1;
+            k.low += usize::from(low);
+            k.normal += usize::from(normal);
+            if occasion > 0 {
+                k.retest_runs += 1;
+                k.retest_low += usize::from(low);
+            }
+            if low {
+                k.low_occasions |= 1 << occasion.min(63);
+            }
+            low_here |= low;
+            normal_here |= normal;
+        }
+        k.mixed |= low_here && normal_here;
+    }
+    k
+}
+
+/// The flapping paths over every NIC (`rails`: each NIC's index, view
+/// and explained sides): every path with a low run on some NIC, its runs
+/// added over all NICs, kept when [`FlapCount::flapping`].
+fn flapping_paths(
+    input: &Input,
+    rails: &[(usize, &View, (Vec<bool>, Vec<bool>))],
+    skip: &[bool],
+) -> BTreeMap<(usize, usize), Vec<(usize, FlapCount)>> {
+    let n = skip.len();
+    let mut candidates = std::collections::BTreeSet::new();
+    // The first pass's runs and low runs over every path and NIC: how
+    // often the cluster's runs are low with no steady fault behind them
+    // (rare deep drops of the noise, collisions).
+    let (mut first_runs, mut first_low) = (0usize, 0usize);
+    let mut pairs = 0usize;
+    for (i, v, ex) in rails {
+        let rail = &input.rails[*i];
+        for a in (0..n).filter(|&a| !skip[a]) {
+            for b in (a + 1..n).filter(|&b| !skip[b]) {
+                let k = path_runs(rail, v, ex, (a, b));
+                first_runs += k.runs - k.retest_runs;
+                first_low += k.low - (k.retest_low);
+                pairs += 1;
+                if k.low > 0 {
+                    candidates.insert((a, b));
+                }
+            }
+        }
+    }
+    let pairs = pairs / rails.len().max(1);
+    let mut out = BTreeMap::new();
+    for pair in candidates {
+        let per: Vec<(usize, FlapCount)> = rails
+            .iter()
+            .map(|(i, v, ex)| (*i, path_runs(&input.rails[*i], v, ex, pair)))
+            .collect();
+        let mut all = FlapCount::default();
+        per.iter().for_each(|(_, k)| all.add(k));
+        // The chance of a low run on a healthy path: the other paths'
+        // first-pass rate, or the line's own (a 1% chance of any low cell
+        // on a NIC) where they had none.
+        let own = (all.runs - all.retest_runs, all.low - all.retest_low);
+        let runs = first_runs.saturating_sub(own.0).max(1);
+        let p = (first_low.saturating_sub(own.1) as f64 / runs as f64)
+            .max(FALSE_ALARM / 2.0 / runs as f64);
+        // As many low runs by chance on any of the paths judged.
+        let chance = binomial_tail(all.runs, all.low, p) * pairs as f64;
+        if all.flapping() && chance < FALSE_ALARM {
+            out.insert(pair, per);
+        }
+    }
+    out
+}
+
+/// `P(X >= k)` for `X` binomial of `n` runs at `p` each (`p` under 1).
+fn binomial_tail(n: usize, k: usize, p: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n {
+        return 0.0;
+    }
+    // P(X = j), j from 0 up, by the ratio of successive terms; the tail
+    // summed on its own (1 - the rest loses a tail of 1e-17).
+    let p = p.clamp(0.0, 0.999);
+    let mut term = (1.0 - p).powi(n as i32);
+    let mut tail = 0.0;
+    for j in 0..=n {
+        if j >= k {
+            tail += term;
+        }
+        term *= (n - j) as f64 / (j + 1) as f64 * p / (1.0 - p);
+    }
+    tail
+}
+
+/// The flapping verdicts, one per path of [`flapping_paths`]; seen again
+/// when a run of the retest was low.
+fn flap_verdicts(
+    paths: &BTreeMap<(usize, usize), Vec<(usize, FlapCount)>>,
+    names: &[String],
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (&(a, b), per) in paths {
+        let mut all = FlapCount::default();
+        per.iter().for_each(|(_, k)| all.add(k));
+        let FlapCount {
+            runs,
+            low,
+            normal,
+            retest_runs,
+            retest_low,
+            ..
+        } = all;
+        let occasions = all.low_occasions.count_ones();
+        let mut numbers = BTreeMap::from([
+            ("runs".to_owned(), runs as f64),
+            ("low_runs".to_owned(), low as f64),
+            ("normal_runs".to_owned(), normal as f64),
+            ("low_occasions".to_owned(), f64::from(occasions)),
+            ("retest_runs".to_owned(), retest_runs as f64),
+            ("retest_low_runs".to_owned(), retest_low as f64),
+        ]);
+        let mut nics = Vec::new();
+        for (rail, k) in per {
+            numbers.insert(format!("nic{rail}_low_runs"), k.low as f64);
+            numbers.insert(format!("nic{rail}_runs"), k.runs as f64);
+            nics.push(format!("NIC {rail}: {} of {}", k.low, k.runs));
+        }
+        let retested = retest_runs > 0;
+        let seen = retest_low > 0;
+        let name = |h: usize| names.get(h).map_or("?", String::as_str);
+        let mut why = format!(
+            "{} <-> {}: slow in {low} of its {runs} runs ({}), at {occasions} measurements, and \
+             normal in {normal}, each run judged on its own against what the hosts' effects \
+             predict: intermittent (a cell's best run would clear it)",
+            name(a),
+            name(b),
+            nics.join(", ")
+        );
+        why.push_str(match (retested, seen) {
+            (false, _) => "; not retested",
+            (true, true) => "; the retest saw it low again",
+            (true, false) => "; the retest measured it again and did not see it low",
+        });
+        out.push(Verdict {
+            kind: Kind::Flapping,
+            hosts: vec![a, b],
+            nic: None,
+            why,
+            numbers,
+            retested,
+            seen_again: seen,
+        });
+    }
+    out
+}
+
 /// Judges every NIC's matrix; see the module documentation.
 pub fn diagnose(input: &Input) -> Diagnosis {
     let n = input.names.len();
@@ -759,6 +1028,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     let mut hosts = Vec::new();
     let mut links = Vec::new();
     let mut views = Vec::new();
+
     for (i, rail) in input.rails.iter().enumerate() {
         if rail.gbps.len() != n {
             continue;
@@ -781,11 +1051,20 @@ pub fn diagnose(input: &Input) -> Diagnosis {
         d.notes.extend(v.sensitivity(i));
         views.push((i, v));
     }
+    // Paths slow in some runs and normal in others: flapping, not the
+    // link or direction their best runs may still show.
+    let judged: Vec<(usize, &View, (Vec<bool>, Vec<bool>))> = views
+        .iter()
+        .map(|(i, v)| (*i, v, explained(n, &hosts, *i)))
+        .collect();
+    let flapping = flapping_paths(input, &judged, &skip);
+    links.retain(|p| !flapping.contains_key(&(p.a, p.b)));
     let view_of = |r: usize| views.iter().find(|(i, _)| *i == r).map(|(_, v)| v);
     let nrails = input.rails.len();
     d.verdicts.extend(host_verdicts(&hosts, nrails, &view_of));
     d.verdicts
         .extend(pair_verdicts(&links, nrails, input, &view_of));
+    d.verdicts.extend(flap_verdicts(&flapping, input.names));
     d.verdicts.extend(ports);
     d.verdicts
         .sort_by(|a, b| (a.kind, &a.hosts, a.nic).cmp(&(b.kind, &b.hosts, b.nic)));
