@@ -815,7 +815,13 @@ impl FlapCount {
 }
 
 /// The sides of hosts a NIC's host flags explain: (sends, receives).
-fn explained(n: usize, flags: &[HostFlag], rail: usize) -> (Vec<bool>, Vec<bool>) {
+type Explained = (Vec<bool>, Vec<bool>);
+
+/// A NIC's index, its view and the sides its host flags explain.
+type Judged<'v> = (usize, &'v View, Explained);
+
+/// The sides of hosts that NIC `rail`'s host flags explain.
+fn explained(n: usize, flags: &[HostFlag], rail: usize) -> Explained {
     let mut sends = vec![false; n];
     let mut receives = vec![false; n];
     for f in flags.iter().filter(|f| f.rail == rail) {
@@ -827,12 +833,7 @@ fn explained(n: usize, flags: &[HostFlag], rail: usize) -> (Vec<bool>, Vec<bool>
 
 /// The runs of the path `(a, b)` on one NIC, its cells that a host flag
 /// explains (`ex`) left out.
-fn path_runs(
-    rail: &Rail,
-    v: &View,
-    ex: &(Vec<bool>, Vec<bool>),
-    (a, b): (usize, usize),
-) -> FlapCount {
+fn path_runs(rail: &Rail, v: &View, ex: &Explained, (a, b): (usize, usize)) -> FlapCount {
     let mut k = FlapCount::default();
     for (c, s) in [(a, b), (b, a)] {
         if ex.0[c] || ex.1[s] {
@@ -866,7 +867,7 @@ fn path_runs(
 /// added over all NICs, kept when [`FlapCount::flapping`].
 fn flapping_paths(
     input: &Input,
-    rails: &[(usize, &View, (Vec<bool>, Vec<bool>))],
+    rails: &[Judged],
     skip: &[bool],
 ) -> BTreeMap<(usize, usize), Vec<(usize, FlapCount)>> {
     let n = skip.len();
@@ -1053,7 +1054,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     }
     // Paths slow in some runs and normal in others: flapping, not the
     // link or direction their best runs may still show.
-    let judged: Vec<(usize, &View, (Vec<bool>, Vec<bool>))> = views
+    let judged: Vec<Judged> = views
         .iter()
         .map(|(i, v)| (*i, v, explained(n, &hosts, *i)))
         .collect();

@@ -744,7 +744,8 @@ fn a_link_slow_in_some_runs_is_flapping() {
 fn flapping_needs_two_measurements_and_a_cell_that_changed() {
     // Run i: cell i / 3 (NIC 0 3->9, NIC 0 9->3, NIC 1 3->9, NIC 1 9->3),
     // occasion i % 3 (0: the first pass).
-    let cases: [(&str, &[usize], Vec<(Kind, Vec<usize>, Option<usize>)>); 6] = [
+    type Want = Vec<(Kind, Vec<usize>, Option<usize>)>;
+    let cases: [(&str, &[usize], Want); 6] = [
         ("one slow run", &[0], vec![]),
         ("the first pass only", &[0, 3, 6, 9], vec![]),
         (
