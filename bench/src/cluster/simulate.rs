@@ -251,6 +251,18 @@ impl Fault {
         Ok(fault)
     }
 
+    /// The hosts the fault is about (none for the fabric).
+    pub fn hosts(&self) -> Vec<usize> {
+        match *self {
+            Fault::Host(h, _) | Fault::Nic(h, _, _) | Fault::Dead(h) | Fault::Hang(h) => vec![h],
+            Fault::Link(a, b, _)
+            | Fault::Direction(a, b, _)
+            | Fault::Flap(a, b)
+            | Fault::Intermittent(a, b, _, _) => vec![a, b],
+            Fault::Fabric(_) => Vec::new(),
+        }
+    }
+
     /// The same fault on other hosts: host h becomes `to[h]`.
     pub fn moved(&self, to: &[usize]) -> Fault {
         let a = |x: usize| to[x];
@@ -849,6 +861,12 @@ struct ClusterResult {
     outcome: Outcome,
     found: Vec<Option<usize>>,
     false_ones: Vec<usize>,
+    /// Of the false verdicts, those the job would fail on (lost, cluster,
+    /// or confirmed by the retest); the others are its warnings.
+    false_failures: usize,
+    /// Of the false verdicts, those naming a host of an injected fault:
+    /// the fault's hosts blamed with the wrong kind.
+    wrong_kind: usize,
     elapsed_s: f64,
 }
 
@@ -907,11 +925,27 @@ pub fn main(args: &super::Args, out: &mut dyn std::io::Write, err: &mut dyn std:
                 &outcome.confirmed,
                 s.nics,
             );
+            let verdicts = &outcome.diagnosis.verdicts;
+            let false_failures = false_ones
+                .iter()
+                .filter(|&&i| {
+                    let confirmed = outcome.confirmed.get(i).copied().unwrap_or(false);
+                    super::retest::verdict_status(&verdicts[i], confirmed)
+                        == crate::doctor::Status::Fail
+                })
+                .count();
+            let injected: BTreeSet<usize> = faults.iter().flat_map(Fault::hosts).collect();
+            let wrong_kind = false_ones
+                .iter()
+                .filter(|&&i| verdicts[i].hosts.iter().any(|h| injected.contains(h)))
+                .count();
             ClusterResult {
                 seed,
                 outcome,
                 found,
                 false_ones,
+                false_failures,
+                wrong_kind,
                 elapsed_s: t0.elapsed().as_secs_f64(),
             }
         })
@@ -1212,7 +1246,9 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         .map(|r| {
             json!({"seed": r.seed, "missed": r.found.iter().filter(|f| f.is_none()).count(),
                    "suspects": r.outcome.suspects,
-                   "false_verdicts": r.false_ones.len(), "wall_s": r.outcome.wall_s,
+                   "false_verdicts": r.false_ones.len(), "false_failures": r.false_failures,
+                   "wrong_kind": r.wrong_kind, "confirmed": r.outcome.confirmed.iter().filter(|c| **c).count(),
+                   "wall_s": r.outcome.wall_s,
                    "elapsed_s": r.elapsed_s})
         })
         .collect();
@@ -1239,6 +1275,11 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
         "summary": {"clusters": results.len(), "exact": exact,
                     "missed": results.iter().map(|r| r.found.iter().filter(|f| f.is_none()).count()).sum::<usize>(),
                     "false_verdicts": results.iter().map(|r| r.false_ones.len()).sum::<usize>(),
+                    "false_failures": results.iter().map(|r| r.false_failures).sum::<usize>(),
+                    "wrong_kind": results.iter().map(|r| r.wrong_kind).sum::<usize>(),
+                    "found_per_fault": (0..s.faults.len())
+                        .map(|k| results.iter().filter(|r| r.found[k].is_some()).count())
+                        .collect::<Vec<_>>(),
                     "suspects": results.iter().map(|r| r.outcome.suspects).sum::<usize>()},
         "status": if results.iter().all(ClusterResult::exact) { "ok" } else { "fail" },
     })
