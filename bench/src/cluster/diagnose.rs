@@ -940,10 +940,7 @@ fn binomial_tail(n: usize, k: usize, p: f64) -> f64 {
 
 /// The flapping verdicts, one per path of [`flapping_paths`]; seen again
 /// when a run of the retest was low.
-fn flap_verdicts(
-    paths: &BTreeMap<(usize, usize), Vec<(usize, FlapCount)>>,
-    names: &[String],
-) -> Vec<Verdict> {
+fn flap_verdicts(paths: &BTreeMap<(usize, usize), Vec<(usize, FlapCount)>>) -> Vec<Verdict> {
     let mut out = Vec::new();
     for (&(a, b), per) in paths {
         let mut all = FlapCount::default();
@@ -973,13 +970,12 @@ fn flap_verdicts(
         }
         let retested = retest_runs > 0;
         let seen = retest_low > 0;
-        let name = |h: usize| names.get(h).map_or("?", String::as_str);
+        // The hosts lead the verdict's line (render_text); the why says
+        // the runs.
         let mut why = format!(
-            "{} <-> {}: slow in {low} of its {runs} runs ({}), at {occasions} measurements, and \
-             normal in {normal}, each run judged on its own against what the hosts' effects \
-             predict: intermittent (a cell's best run would clear it)",
-            name(a),
-            name(b),
+            "slow in {low} of its {runs} runs ({}), at {occasions} measurements, and normal in \
+             {normal}, each run judged on its own against what the hosts' effects predict: \
+             intermittent (a cell's best run would clear it)",
             nics.join(", ")
         );
         why.push_str(match (retested, seen) {
@@ -1065,7 +1061,7 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     d.verdicts.extend(host_verdicts(&hosts, nrails, &view_of));
     d.verdicts
         .extend(pair_verdicts(&links, nrails, input, &view_of));
-    d.verdicts.extend(flap_verdicts(&flapping, input.names));
+    d.verdicts.extend(flap_verdicts(&flapping));
     d.verdicts.extend(ports);
     d.verdicts
         .sort_by(|a, b| (a.kind, &a.hosts, a.nic).cmp(&(b.kind, &b.hosts, b.nic)));
