@@ -12,7 +12,8 @@
 #   5. one 1000-host simulation and its diagnosis under 10 s and 500 MB
 #      (/usr/bin/time -v of the release binary).
 # Prints one line per bar (PASS/FAIL with the numbers); exits 1 when a bar
-# is not met.
+# is not met. Issue 36's bars (milder faults, noise models, flapping links,
+# per cluster size) are scripts/bench-diagnosis-bars.sh.
 #
 #   scripts/bench-simulator.sh [CLUSTERS]
 #

@@ -175,6 +175,13 @@ pub struct Args {
     /// (a failure). With --baseline the baseline is the reference instead.
     #[arg(long, value_name = "auto|off|GBPS", default_value = "auto")]
     pub port_rate: PortRate,
+    /// The smallest slowdown the pair stage reports, e.g. 5% or 0.05: the
+    /// floor under every line of the diagnosis (a host's effect, a path's,
+    /// a cell's), in place of the defaults 3%, 5% and 10%. What a run
+    /// can see also follows from its noise and its number of cells: the
+    /// report's note per NIC says what this run could see.
+    #[arg(long, value_name = "PCT", value_parser = simulate::min_effect)]
+    pub min_effect: Option<f64>,
     /// Seconds every exchange between the ranks may wait (each stage's
     /// meeting of the ranks): a rank that does not arrive in time is named
     /// as lost by the others, which exit with status 5. With --pairs at
@@ -227,6 +234,8 @@ pub struct Stages<'a> {
     pub retest: Option<&'a judge::Retested>,
     /// What the pairs are judged against besides each other (`--port-rate`).
     pub port_rate: PortRate,
+    /// The smallest slowdown reported (`--min-effect`).
+    pub min_effect: Option<f64>,
 }
 
 /// `--port-rate`: the rate the pair stage's cells are judged against (a
@@ -823,6 +832,7 @@ pub fn pair_verdicts(
         lost: stages.lost,
         port_gbps: None,
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
+        min_effect: stages.min_effect,
     });
     Some((names, d))
 }
@@ -1316,6 +1326,7 @@ pub fn report_with(
         schedule: g.schedule.as_ref(),
         retest: retested.as_ref(),
         port_rate: args.port_rate,
+        min_effect: args.min_effect,
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -1413,6 +1424,7 @@ pub fn retest_plan(args: &Args, raw_reports: &[Vec<u8>], pair_raw: &[Vec<u8>]) -
         pairs: Some(&m),
         baseline: against.as_ref(),
         port_rate: args.port_rate,
+        min_effect: args.min_effect,
         ..Default::default()
     };
     let n = reports.len();

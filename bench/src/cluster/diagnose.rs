@@ -41,12 +41,60 @@ pub const MIN_HOST_EFFECT: f64 = 0.03;
 /// explain) called a fault.
 pub const MIN_PATH_EFFECT: f64 = 0.05;
 
+/// The smallest slowdowns a run reports: the floors under the statistical
+/// lines (a line is `max(k x standard error, floor)`). `--min-effect`
+/// sets all three to one value; without it they are [`MIN_EFFECT`] (the
+/// line per cell), [`MIN_HOST_EFFECT`] and [`MIN_PATH_EFFECT`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Floors {
+    /// The line per cell (and a host's row or column median against it).
+    pub cell: f64,
+    /// A host's (or NIC's) effect in the fit.
+    pub host: f64,
+    /// A path's residual in the fit.
+    pub path: f64,
+    /// Whether `--min-effect` set them (the sensitivity note says so).
+    pub given: bool,
+}
+
+impl Floors {
+    /// The floors for `min_effect` (`--min-effect`, a fraction in (0, 1)),
+    /// the defaults when none.
+    pub fn of(min_effect: Option<f64>) -> Floors {
+        match min_effect {
+            Some(x) => Floors {
+                cell: x,
+                host: x,
+                path: x,
+                given: true,
+            },
+            None => Floors {
+                cell: MIN_EFFECT,
+                host: MIN_HOST_EFFECT,
+                path: MIN_PATH_EFFECT,
+                given: false,
+            },
+        }
+    }
+}
+
+/// `-ln(1 - x)`: a slowdown of `x` on the log scale the lines live on.
+fn log_floor(x: f64) -> f64 {
+    -(1.0 - x).ln()
+}
+
 /// The fewest hosts the fit is used with: below, a row has at most 6
 /// cells, one gross fault among them moves its median, and the residuals
 /// are too few to measure the noise (4 hosts: 12 cells, 7 effects). In the
 /// rig's 4-host jobs a link at a tenth of the others made a healthy
 /// direction's residual "low". Those clusters keep the line per cell.
 pub const MIN_FIT_HOSTS: usize = 8;
+
+/// The fewest measurements of a path (the first pass, each retest of it)
+/// with a low run that make it flapping: one is what the noise gives now
+/// and then (each run's line is set for a 1% chance of any on its NIC),
+/// or one event that hit both directions at once; two are not.
+pub const FLAP_MIN_LOW: usize = 2;
 
 /// The lowest low line: however wide the spread, a cell under this share
 /// of the reference is low.
@@ -70,9 +118,14 @@ pub fn k_sigma(judged: usize) -> f64 {
 /// `exp(-max(k_sigma(judged) * spread, -ln(1 - MIN_EFFECT)))`, never under
 /// [`MIN_LOWLINE`]. Shared by the pair cells and the NCCL hosts.
 pub fn low_line(above: &mut [f64], judged: usize) -> (f64, f64) {
+    low_line_at(above, judged, MIN_EFFECT)
+}
+
+/// [`low_line`] with the floor `min_effect` instead of [`MIN_EFFECT`].
+pub fn low_line_at(above: &mut [f64], judged: usize, min_effect: f64) -> (f64, f64) {
     // The median of |x| for x normal is 0.674 sigma: 1.4826 turns it into sigma.
     let spread = upper_median(above).map_or(0.0, |m| 1.4826 * m);
-    let threshold = (k_sigma(judged) * spread).max(-(1.0 - MIN_EFFECT).ln());
+    let threshold = (k_sigma(judged) * spread).max(log_floor(min_effect));
     // On a linear scale a spread of 20% (an emulated device's runs) put the
     // line at 0 or under, so that a link at a tenth of the reference passed
     // (seen in the rig: healthy cells 0.052-0.086 Gb/s, the slowed link at
@@ -104,6 +157,11 @@ pub enum Kind {
     Link,
     /// One direction of the path between two hosts.
     Direction,
+    /// The path between two hosts slow in some of its runs and not in
+    /// others (low at [`FLAP_MIN_LOW`] measurements at least, and one cell
+    /// both low and normal): an intermittent fault that a cell's best run
+    /// would hide.
+    Flapping,
     /// Every pair on one NIC (rail) alike: the cluster's median under 90%
     /// of the ports' rate (a setting such as the MTU or flow control, the
     /// fabric, a rate limit). Names no host.
@@ -119,6 +177,7 @@ impl Kind {
             Kind::Nic => "nic",
             Kind::Link => "link",
             Kind::Direction => "direction",
+            Kind::Flapping => "flapping",
             Kind::Cluster => "cluster",
         }
     }
@@ -215,6 +274,9 @@ pub struct Input<'a> {
     pub port_gbps: Option<f64>,
     /// A cell under this ratio of its baseline is low.
     pub fail_below: f64,
+    /// The smallest slowdown reported (`--min-effect`, a fraction): the
+    /// floor of every line ([`Floors`]); none: the default floors.
+    pub min_effect: Option<f64>,
 }
 
 /// The verdicts and notes about the whole cluster.
@@ -299,6 +361,8 @@ struct View {
     k_hosts: f64,
     k_cells: f64,
     k_pairs: f64,
+    /// The smallest slowdowns reported.
+    floors: Floors,
 }
 
 impl View {
@@ -320,7 +384,7 @@ impl View {
         } else {
             (f.receive[h], f.receive_cells[h])
         };
-        let line = (self.k_hosts * f.effect_se(cells)).max(-(1.0 - MIN_HOST_EFFECT).ln());
+        let line = (self.k_hosts * f.effect_se(cells)).max(log_floor(self.floors.host));
         (!e.is_nan() && cells >= 2).then_some((e, line))
     }
 
@@ -335,15 +399,24 @@ impl View {
     fn sensitivity(&self, nic: usize) -> Option<String> {
         let f = self.fit.as_ref()?;
         let cells = f.send_cells.iter().copied().max().unwrap_or(0);
-        let host = (self.k_hosts * f.effect_se(cells)).max(-(1.0 - MIN_HOST_EFFECT).ln());
-        let floor = -(1.0 - MIN_PATH_EFFECT).ln();
+        let host = (self.k_hosts * f.effect_se(cells)).max(log_floor(self.floors.host));
+        let floor = log_floor(self.floors.path);
         let sigma = f.sigma * (1.0 + 2.0 * 1.2533 * 1.2533 / cells.max(1) as f64).sqrt();
         let link = (self.k_pairs * sigma / std::f64::consts::SQRT_2).max(floor);
         let direction = (self.k_cells * sigma).max(floor);
         let pct = |x: f64| 100.0 * -(-x).exp_m1();
+        let floors = if self.floors.given {
+            format!("--min-effect {:.1}%", 100.0 * self.floors.host)
+        } else {
+            format!(
+                "floors {:.0}% for a host, {:.0}% for a path",
+                100.0 * self.floors.host,
+                100.0 * self.floors.path
+            )
+        };
         Some(format!(
             "NIC {nic}: noise {:.1}% per run ({} hosts); this run names a host or NIC {:.1}% slow \
-             or more, a link {:.1}%, one direction {:.1}% (smaller faults pass unseen)",
+             or more, a link {:.1}%, one direction {:.1}% (smaller faults pass unseen; {floors})",
             100.0 * f.sigma,
             f.n,
             pct(host),
@@ -356,8 +429,37 @@ impl View {
     /// is low on its own.
     fn residual_low(&self, c: usize, s: usize) -> bool {
         let Some(f) = &self.fit else { return false };
-        let line = (self.k_cells * f.residual_sigma(c, s)).max(-(1.0 - MIN_PATH_EFFECT).ln());
+        let line = (self.k_cells * f.residual_sigma(c, s)).max(log_floor(self.floors.path));
         f.residual(c, s).is_some_and(|r| r < -line)
+    }
+
+    /// One run `x` (Gb/s) of the cell `(c, s)` judged on its own: whether
+    /// it is low, and whether it is normal (above half the line: a run
+    /// of a path that is not slow). With the fit, its deviation from
+    /// what the fit expects of the cell (`overall + send[c] +
+    /// receive[s]`) against the cell's line (k for the cells times the
+    /// cell's residual sigma, never under the path floor); without, its
+    /// ratio to the reference against the line per cell. A path a little
+    /// slow in every run has runs low and runs between, none normal: not
+    /// flapping.
+    fn run_state(&self, c: usize, s: usize, x: f64) -> (bool, bool) {
+        if x <= 0.0 {
+            return (true, false);
+        }
+        let by_line = || {
+            let r = x / self.reference;
+            (r < self.lowline, r > (1.0 + self.lowline) / 2.0)
+        };
+        let Some(f) = &self.fit else {
+            return by_line();
+        };
+        let (e_c, e_s) = (f.send[c], f.receive[s]);
+        if e_c.is_nan() || e_s.is_nan() {
+            return by_line();
+        }
+        let line = (self.k_cells * f.residual_sigma(c, s)).max(log_floor(self.floors.path));
+        let d = x.ln() - f.overall - e_c - e_s;
+        (d < -line, d > -line / 2.0)
     }
 
     /// Whether both directions of a pair are low together: their mean
@@ -370,14 +472,14 @@ impl View {
         };
         let pair_sigma =
             (f.residual_sigma(a, b) + f.residual_sigma(b, a)) / 2.0 / std::f64::consts::SQRT_2;
-        let line = (self.k_pairs * pair_sigma).max(-(1.0 - MIN_PATH_EFFECT).ln());
+        let line = (self.k_pairs * pair_sigma).max(log_floor(self.floors.path));
         // The difference of the two has sigma * sqrt 2; k for one test.
         let same = (ab - ba).abs() < k_sigma(1) * f.sigma * std::f64::consts::SQRT_2;
         (ab + ba) / 2.0 < -line && same
     }
 }
 
-fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
+fn view(rail: &Rail, skip: &[bool], fail_below: f64, floors: Floors) -> Option<View> {
     let n = rail.gbps.len();
     let live = |h: usize| !skip[h];
     let mut row_medians = Vec::new();
@@ -406,7 +508,7 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
             }
         }
     }
-    let (spread, lowline) = low_line(&mut above, judged);
+    let (spread, lowline) = low_line_at(&mut above, judged, floors.cell);
     let live_hosts = skip.iter().filter(|s| !**s).count();
     // The fit works on the logs of the rates (NaN: not measured).
     let logs = || -> Vec<f64> {
@@ -456,6 +558,7 @@ fn view(rail: &Rail, skip: &[bool], fail_below: f64) -> Option<View> {
         // The pairs' test comes on top of the cells' tests: k for all the
         // cells keeps the two together at the cells' false alarm rate.
         k_pairs: k_sigma(judged),
+        floors,
     })
 }
 
@@ -634,7 +737,7 @@ fn seen_by_fit(f: &HostFlag, rail: &Rail, v: &View, flagged: &[usize]) -> bool {
         Side::Receives => runs(false),
         Side::Both => [runs(true), runs(false)].concat(),
     };
-    let line = (k_sigma(flagged.len()) * fit.effect_se(d.len())).max(-(1.0 - MIN_HOST_EFFECT).ln());
+    let line = (k_sigma(flagged.len()) * fit.effect_se(d.len())).max(log_floor(v.floors.host));
     // The plain median: the upper one of two runs is their better, which
     // halved the chance of seeing a 5% host again.
     fit::median(&mut d).is_some_and(|x| x < -line)
@@ -678,6 +781,231 @@ fn pair_flags(rail_i: usize, v: &View, skip: &[bool], flags: &[HostFlag]) -> Vec
     out
 }
 
+/// One path's runs (both directions, on one NIC or added over all),
+/// each judged on its own ([`View::run_state`]). The runs of a cell are
+/// its first pass (occasion 0) and its retests (occasions 1, 2, ...: the
+/// retest measures a pair's two directions on every NIC together).
+#[derive(Debug, Clone, Copy, Default)]
+struct FlapCount {
+    /// Runs of the path (the cells no host flag explains).
+    runs: usize,
+    /// Of which low.
+    low: usize,
+    /// Of which normal (above half the line).
+    normal: usize,
+    /// Runs of the retest.
+    retest_runs: usize,
+    /// Of which low.
+    retest_low: usize,
+    /// The occasions with a low run (bit i: occasion i, the last bit
+    /// standing for the 63rd and later).
+    low_occasions: u64,
+    /// Whether one cell had a low run and a normal run: the path changed
+    /// between runs (a steady fault is low in every run of its cell).
+    mixed: bool,
+}
+
+impl FlapCount {
+    fn add(&mut self, o: &FlapCount) {
+        self.runs += o.runs;
+        self.low += o.low;
+        self.normal += o.normal;
+        self.retest_runs += o.retest_runs;
+        self.retest_low += o.retest_low;
+        self.low_occasions |= o.low_occasions;
+        self.mixed |= o.mixed;
+    }
+
+    /// Slow in some runs and not in others: low at [`FLAP_MIN_LOW`]
+    /// occasions or more (one occasion's lows may be one event that hit
+    /// both directions at once), and one cell both low and normal.
+    fn flapping(&self) -> bool {
+        self.low_occasions.count_ones() as usize >= FLAP_MIN_LOW && self.mixed
+    }
+}
+
+/// The sides of hosts a NIC's host flags explain: (sends, receives).
+type Explained = (Vec<bool>, Vec<bool>);
+
+/// A NIC's index, its view and the sides its host flags explain.
+type Judged<'v> = (usize, &'v View, Explained);
+
+/// The sides of hosts that NIC `rail`'s host flags explain.
+fn explained(n: usize, flags: &[HostFlag], rail: usize) -> Explained {
+    let mut sends = vec![false; n];
+    let mut receives = vec![false; n];
+    for f in flags.iter().filter(|f| f.rail == rail) {
+        sends[f.host] |= f.side != Side::Receives;
+        receives[f.host] |= f.side != Side::Sends;
+    }
+    (sends, receives)
+}
+
+/// The runs of the path `(a, b)` on one NIC, its cells that a host flag
+/// explains (`ex`) left out.
+fn path_runs(rail: &Rail, v: &View, ex: &Explained, (a, b): (usize, usize)) -> FlapCount {
+    let mut k = FlapCount::default();
+    for (c, s) in [(a, b), (b, a)] {
+        if ex.0[c] || ex.1[s] {
+            continue;
+        }
+        let first = rail.gbps[c][s].into_iter().map(|x| (x, 0));
+        let again = rail.extra.get(&(c, s)).into_iter().flatten();
+        let (mut low_here, mut normal_here) = (false, false);
+        for (x, occasion) in first.chain(again.enumerate().map(|(j, &x)| (x, j + 1))) {
+            let (low, normal) = v.run_state(c, s, x);
+            k.runs += 1;
+            k.low += usize::from(low);
+            k.normal += usize::from(normal);
+            if occasion > 0 {
+                k.retest_runs += 1;
+                k.retest_low += usize::from(low);
+            }
+            if low {
+                k.low_occasions |= 1 << occasion.min(63);
+            }
+            low_here |= low;
+            normal_here |= normal;
+        }
+        k.mixed |= low_here && normal_here;
+    }
+    k
+}
+
+/// The flapping paths over every NIC (`rails`: each NIC's index, view
+/// and explained sides): every path with a low run on some NIC, its runs
+/// added over all NICs, kept when [`FlapCount::flapping`].
+fn flapping_paths(
+    input: &Input,
+    rails: &[Judged],
+    skip: &[bool],
+) -> BTreeMap<(usize, usize), Vec<(usize, FlapCount)>> {
+    let n = skip.len();
+    let mut candidates = std::collections::BTreeSet::new();
+    // The first pass's runs and low runs over every path and NIC: how
+    // often the cluster's runs are low with no steady fault behind them
+    // (rare deep drops of the noise, collisions).
+    let (mut first_runs, mut first_low) = (0usize, 0usize);
+    let mut pairs = 0usize;
+    for (i, v, ex) in rails {
+        let rail = &input.rails[*i];
+        for a in (0..n).filter(|&a| !skip[a]) {
+            for b in (a + 1..n).filter(|&b| !skip[b]) {
+                let k = path_runs(rail, v, ex, (a, b));
+                first_runs += k.runs - k.retest_runs;
+                first_low += k.low - (k.retest_low);
+                pairs += 1;
+                if k.low > 0 {
+                    candidates.insert((a, b));
+                }
+            }
+        }
+    }
+    let pairs = pairs / rails.len().max(1);
+    let mut out = BTreeMap::new();
+    for pair in candidates {
+        let per: Vec<(usize, FlapCount)> = rails
+            .iter()
+            .map(|(i, v, ex)| (*i, path_runs(&input.rails[*i], v, ex, pair)))
+            .collect();
+        let mut all = FlapCount::default();
+        per.iter().for_each(|(_, k)| all.add(k));
+        // The chance of a low run on a healthy path: the other paths'
+        // first-pass rate, or the line's own (a 1% chance of any low cell
+        // on a NIC) where they had none.
+        let own = (all.runs - all.retest_runs, all.low - all.retest_low);
+        let runs = first_runs.saturating_sub(own.0).max(1);
+        let p = (first_low.saturating_sub(own.1) as f64 / runs as f64)
+            .max(FALSE_ALARM / 2.0 / runs as f64);
+        // As many low runs by chance on any of the paths judged.
+        let chance = binomial_tail(all.runs, all.low, p) * pairs as f64;
+        if all.flapping() && chance < FALSE_ALARM {
+            out.insert(pair, per);
+        }
+    }
+    out
+}
+
+/// `P(X >= k)` for `X` binomial of `n` runs at `p` each (`p` under 1).
+fn binomial_tail(n: usize, k: usize, p: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    if k > n {
+        return 0.0;
+    }
+    // P(X = j), j from 0 up, by the ratio of successive terms; the tail
+    // summed on its own (1 - the rest loses a tail of 1e-17).
+    let p = p.clamp(0.0, 0.999);
+    let mut term = (1.0 - p).powi(n as i32);
+    let mut tail = 0.0;
+    for j in 0..=n {
+        if j >= k {
+            tail += term;
+        }
+        term *= (n - j) as f64 / (j + 1) as f64 * p / (1.0 - p);
+    }
+    tail
+}
+
+/// The flapping verdicts, one per path of [`flapping_paths`]; seen again
+/// when a run of the retest was low.
+fn flap_verdicts(paths: &BTreeMap<(usize, usize), Vec<(usize, FlapCount)>>) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for (&(a, b), per) in paths {
+        let mut all = FlapCount::default();
+        per.iter().for_each(|(_, k)| all.add(k));
+        let FlapCount {
+            runs,
+            low,
+            normal,
+            retest_runs,
+            retest_low,
+            ..
+        } = all;
+        let occasions = all.low_occasions.count_ones();
+        let mut numbers = BTreeMap::from([
+            ("runs".to_owned(), runs as f64),
+            ("low_runs".to_owned(), low as f64),
+            ("normal_runs".to_owned(), normal as f64),
+            ("low_occasions".to_owned(), f64::from(occasions)),
+            ("retest_runs".to_owned(), retest_runs as f64),
+            ("retest_low_runs".to_owned(), retest_low as f64),
+        ]);
+        let mut nics = Vec::new();
+        for (rail, k) in per {
+            numbers.insert(format!("nic{rail}_low_runs"), k.low as f64);
+            numbers.insert(format!("nic{rail}_runs"), k.runs as f64);
+            nics.push(format!("NIC {rail}: {} of {}", k.low, k.runs));
+        }
+        let retested = retest_runs > 0;
+        let seen = retest_low > 0;
+        // The hosts lead the verdict's line (render_text); the why says
+        // the runs.
+        let mut why = format!(
+            "slow in {low} of its {runs} runs ({}), at {occasions} measurements, and normal in \
+             {normal}, each run judged on its own against what the hosts' effects predict: \
+             intermittent (a cell's best run would clear it)",
+            nics.join(", ")
+        );
+        why.push_str(match (retested, seen) {
+            (false, _) => "; not retested",
+            (true, true) => "; the retest saw it low again",
+            (true, false) => "; the retest measured it again and did not see it low",
+        });
+        out.push(Verdict {
+            kind: Kind::Flapping,
+            hosts: vec![a, b],
+            nic: None,
+            why,
+            numbers,
+            retested,
+            seen_again: seen,
+        });
+    }
+    out
+}
+
 /// Judges every NIC's matrix; see the module documentation.
 pub fn diagnose(input: &Input) -> Diagnosis {
     let n = input.names.len();
@@ -707,11 +1035,12 @@ pub fn diagnose(input: &Input) -> Diagnosis {
     let mut hosts = Vec::new();
     let mut links = Vec::new();
     let mut views = Vec::new();
+
     for (i, rail) in input.rails.iter().enumerate() {
         if rail.gbps.len() != n {
             continue;
         }
-        let Some(v) = view(rail, &skip, input.fail_below) else {
+        let Some(v) = view(rail, &skip, input.fail_below, Floors::of(input.min_effect)) else {
             continue;
         };
         let flags = host_flags(i, rail, &v, &skip);
@@ -729,11 +1058,20 @@ pub fn diagnose(input: &Input) -> Diagnosis {
         d.notes.extend(v.sensitivity(i));
         views.push((i, v));
     }
+    // Paths slow in some runs and normal in others: flapping, not the
+    // link or direction their best runs may still show.
+    let judged: Vec<Judged> = views
+        .iter()
+        .map(|(i, v)| (*i, v, explained(n, &hosts, *i)))
+        .collect();
+    let flapping = flapping_paths(input, &judged, &skip);
+    links.retain(|p| !flapping.contains_key(&(p.a, p.b)));
     let view_of = |r: usize| views.iter().find(|(i, _)| *i == r).map(|(_, v)| v);
     let nrails = input.rails.len();
     d.verdicts.extend(host_verdicts(&hosts, nrails, &view_of));
     d.verdicts
         .extend(pair_verdicts(&links, nrails, input, &view_of));
+    d.verdicts.extend(flap_verdicts(&flapping));
     d.verdicts.extend(ports);
     d.verdicts
         .sort_by(|a, b| (a.kind, &a.hosts, a.nic).cmp(&(b.kind, &b.hosts, b.nic)));
