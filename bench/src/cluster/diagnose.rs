@@ -141,7 +141,7 @@ pub fn low_line_at(above: &mut [f64], judged: usize, min_effect: f64) -> (f64, f
 /// a slowed cell above the line is hidden by the job's own noise.
 pub fn cell_line(rail: &Rail) -> Option<(f64, f64)> {
     let n = rail.gbps.len();
-    view(rail, &vec![false; n], 1.0).map(|v| (v.reference, v.lowline))
+    view(rail, &vec![false; n], 1.0, Floors::of(None)).map(|v| (v.reference, v.lowline))
 }
 
 /// What a verdict blames.
