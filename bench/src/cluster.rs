@@ -31,6 +31,7 @@ pub mod job;
 pub mod judge;
 pub mod live;
 pub mod nccl;
+pub mod ncclpairs;
 pub mod pairs;
 pub mod retest;
 pub mod rounds;
@@ -227,6 +228,9 @@ pub struct Stages<'a> {
     pub retest: Option<&'a judge::Retested>,
     /// What the pairs are judged against besides each other (`--port-rate`).
     pub port_rate: PortRate,
+    /// The NCCL pairs' collective and library ([`ncclpairs::describe`]),
+    /// when the matrix has their rail.
+    pub nccl_pairs: Option<&'a Value>,
 }
 
 /// `--port-rate`: the rate the pair stage's cells are judged against (a
@@ -632,6 +636,9 @@ pub fn render_text(
             push_problem(&mut s, p, reports.len());
         }
     }
+    if let Some(v) = stages.nccl_pairs {
+        s.push_str(&ncclpairs::describe_text(v));
+    }
     if let Some(m) = stages.pairs {
         s.push_str(&m.render_text(&names));
     }
@@ -725,7 +732,11 @@ pub fn render_json(
         reports.iter().map(|r| r.doc.clone()).collect(),
     );
     if let Some(p) = stages.pairs {
-        m.insert("pairs".into(), p.to_json());
+        let mut v = p.to_json();
+        if let Some(n) = stages.nccl_pairs {
+            v["nccl"] = n.clone();
+        }
+        m.insert("pairs".into(), v);
     }
     if let Some(c) = stages.baseline {
         m.insert("baseline".into(), c.to_json());
@@ -817,13 +828,16 @@ pub fn pair_verdicts(
         }
         rail.baseline = Some(base);
     }
-    let d = diagnose::diagnose(&diagnose::Input {
+    let mut d = diagnose::diagnose(&diagnose::Input {
         names: &names,
         rails: &rails,
         lost: stages.lost,
         port_gbps: None,
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
     });
+    if let Some(k) = index(ncclpairs::RAIL) {
+        ncclpairs::name_rail(&mut d, k);
+    }
     Some((names, d))
 }
 
@@ -975,6 +989,9 @@ pub struct Gathered {
     /// The directed (client, server) cells the pair stage's schedule was
     /// to measure (`--budget`); none: every cell (the full matrix).
     pub planned: Option<Vec<(usize, usize)>>,
+    /// The NCCL pairs' collective and library
+    /// ([`ncclpairs::describe`]), when they ran (`--nccl-pairs`).
+    pub nccl_pairs: Option<Value>,
 }
 
 /// The check a lost rank's report gets (its own, or one made for it when
@@ -1316,6 +1333,7 @@ pub fn report_with(
         schedule: g.schedule.as_ref(),
         retest: retested.as_ref(),
         port_rate: args.port_rate,
+        nccl_pairs: g.nccl_pairs.as_ref(),
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -1384,7 +1402,7 @@ fn drain_verdicts(
 /// The checks of the command line that clap cannot make: [`check_skips`],
 /// [`check_timeout`] and [`check_baseline`].
 pub fn check_args(args: &Args) -> Result<(), String> {
-    if args.nccl.nccl {
+    if args.nccl.nccl || args.nccl.nccl_pairs {
         nccl::check(&args.nccl)?;
     }
     check_skips(args)?;
@@ -1464,9 +1482,11 @@ fn suspect_hook(d: &mut diagnose::Diagnosis, n: usize) {
 /// `--budget` needs a schedule to pick: the pair stage's or the simulator's.
 pub fn check_budget(args: &Args) -> Result<(), String> {
     match args.sim.budget {
-        Some(b) if !args.pair.pairs && args.sim.simulate.is_none() => Err(format!(
-            "--budget {b}: needs --pairs (the real job's pair stage) or --simulate"
-        )),
+        Some(b) if !args.pair.pairs && !args.nccl.nccl_pairs && args.sim.simulate.is_none() => {
+            Err(format!(
+                "--budget {b}: needs --pairs or --nccl-pairs (the real job's pair stages) or --simulate"
+            ))
+        }
         _ => Ok(()),
     }
 }

@@ -119,6 +119,7 @@ impl PairRun {
         };
         match self.rail {
             Some(0) => String::new(),
+            Some(super::ncclpairs::RAIL) => "-nccl".into(),
             Some(k) => format!("-rail{k}"),
             None => format!(
                 "-{}-{}",
@@ -947,10 +948,18 @@ impl Matrix {
     /// The text section (`labels[i]`: rank i's name).
     pub fn render_text(&self, labels: &[String]) -> String {
         let n = self.gbps.len();
-        let mut s = format!(
-            "# NIC pairs: erdma-perf {}, BW average in Gb/s (row: client, column: server)\n",
-            self.test
-        );
+        let nccl = super::ncclpairs::RAIL;
+        let mut s = if !self.rails.is_empty() && self.rails.iter().all(|r| r.rail == nccl) {
+            format!(
+                "# NCCL pairs: {} busbw x 8 in Gb/s (each pair's cells alike)\n",
+                super::ncclpairs::TEST
+            )
+        } else {
+            format!(
+                "# NIC pairs: erdma-perf {}, BW average in Gb/s (row: client, column: server)\n",
+                self.test
+            )
+        };
         if n < 2 {
             s.push_str("one rank: no pair to measure\n");
             return s;
@@ -965,7 +974,14 @@ impl Matrix {
                 .iter()
                 .map(|d| d.clone().unwrap_or_else(|| "default".into()))
                 .collect();
-            s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
+            if r.rail == nccl {
+                s.push_str(&format!(
+                    "rail nccl: {} busbw x 8 in Gb/s (each pair's cells alike)\n",
+                    super::ncclpairs::TEST
+                ));
+            } else {
+                s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
+            }
             s.push_str(&grid(&r.gbps, labels, &planned));
         }
         s.push_str(&self.not_measured_line());

@@ -975,6 +975,7 @@ fn gather(
         schedule: None,
         retest: None,
         port_rate: super::PortRate::Off,
+        nccl_pairs: None,
     };
     let meta = RunMeta::now("erdma-cluster");
     let judgement = super::Judgement::of(&reports, &across, &stages);
