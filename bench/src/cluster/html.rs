@@ -950,11 +950,16 @@ fn rail_heatmap(
     marks: &[bool],
 ) -> String {
     let n = items(r.gbps).len();
+    let nccl = r.rail == Some(super::ncclpairs::RAIL as u64);
     let mut title = match r.rail {
+        Some(_) if nccl => format!(
+            "rail nccl: {} busbw x 8 in Gb/s (each pair's cells alike)",
+            super::ncclpairs::TEST
+        ),
         Some(k) => format!("rail {k}"),
         None => "the pair matrix".to_owned(),
     };
-    if !r.devices.is_empty() {
+    if !r.devices.is_empty() && !nccl {
         let mut d = r.devices.clone();
         d.sort();
         d.dedup();
