@@ -29,6 +29,7 @@ pub mod drain;
 pub mod html;
 pub mod job;
 pub mod judge;
+pub mod latency;
 pub mod live;
 pub mod nccl;
 pub mod ncclpairs;
@@ -231,6 +232,8 @@ pub struct Stages<'a> {
     /// The NCCL pairs' collective and library ([`ncclpairs::describe`]),
     /// when the matrix has their rail.
     pub nccl_pairs: Option<&'a Value>,
+    /// The latency matrix and its verdicts (`--latency`).
+    pub latency: Option<&'a latency::Report>,
 }
 
 /// `--port-rate`: the rate the pair stage's cells are judged against (a
@@ -272,7 +275,8 @@ impl Stages<'_> {
         let b = self.baseline.map(Comparison::status);
         let n = self.nccl.map(nccl::Report::status);
         let t = self.traffic.map(traffic::Proof::status);
-        p.max(b).max(n).max(t)
+        let l = self.latency.map(latency::Report::status);
+        p.max(b).max(n).max(t).max(l)
     }
 }
 
@@ -642,6 +646,9 @@ pub fn render_text(
     if let Some(m) = stages.pairs {
         s.push_str(&m.render_text(&names));
     }
+    if let Some(l) = stages.latency {
+        s.push_str(&l.render_text(&names));
+    }
     if let Some(c) = stages.baseline {
         s.push_str(&c.render_text());
     }
@@ -737,6 +744,10 @@ pub fn render_json(
             v["nccl"] = n.clone();
         }
         m.insert("pairs".into(), v);
+    }
+    if let Some(l) = stages.latency {
+        let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+        m.insert("latency".into(), l.to_json(&names));
     }
     if let Some(c) = stages.baseline {
         m.insert("baseline".into(), c.to_json());
@@ -992,6 +1003,9 @@ pub struct Gathered {
     /// The NCCL pairs' collective and library
     /// ([`ncclpairs::describe`]), when they ran (`--nccl-pairs`).
     pub nccl_pairs: Option<Value>,
+    /// Each rank's latency runs (`--latency`) and the latency rounds'
+    /// wall time in seconds.
+    pub latency: Option<(Vec<Vec<u8>>, f64)>,
 }
 
 /// The check a lost rank's report gets (its own, or one made for it when
@@ -1314,6 +1328,19 @@ pub fn report_with(
             return EXIT_OUTPUT;
         }
     };
+    let lat = match &g.latency {
+        Some((raw, wall)) => {
+            let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+            match latency::Report::from_ranks(raw, g.planned.as_deref(), &names, Some(*wall)) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let _ = writeln!(err, "erdma-cluster: {e}");
+                    return EXIT_OUTPUT;
+                }
+            }
+        }
+        None => None,
+    };
     let retested = match &g.retest {
         Some((plan, raw)) => match judge::Retested::from_ranks(plan.clone(), raw) {
             Ok(r) => Some(r),
@@ -1334,6 +1361,7 @@ pub fn report_with(
         retest: retested.as_ref(),
         port_rate: args.port_rate,
         nccl_pairs: g.nccl_pairs.as_ref(),
+        latency: lat.as_ref(),
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);

@@ -313,7 +313,7 @@ static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// rank 0's retest plan sent to every rank.
 #[cfg(feature = "mpi")]
 struct Perf<'a> {
-    args: &'a Args,
+    pair: &'a pairs::PairArgs,
     rank: usize,
     eps: &'a [Vec<pairs::Endpoint>],
     slots: Vec<usize>,
@@ -341,7 +341,7 @@ impl cluster::job::Network for Perf<'_> {
         };
         let world = self.world;
         let runs = pairs::run_round(
-            &self.args.pair,
+            self.pair,
             self.rank,
             self.eps,
             &self.slots,
@@ -585,7 +585,11 @@ fn pair_stage(
     hosts: &[String],
     reports: &[Vec<u8>],
     world: &world::World,
-) -> (cluster::job::PairStage, cluster::steps::JobPlan) {
+) -> (
+    cluster::job::PairStage,
+    cluster::steps::JobPlan,
+    Option<Latency>,
+) {
     // The options were checked by parse(): only the device differs by rank.
     let o = pairs::options(&args.pair, rank).ok();
     let mine = o.as_ref().map_or_else(String::new, |o| {
@@ -619,10 +623,10 @@ fn pair_stage(
     let slots = cluster::host_slots(hosts);
     let ports = cluster::job::Ports::new(args.pair.pair_port, &slots);
     let mut net = Perf {
-        args,
+        pair: &args.pair,
         rank,
         eps: &eps,
-        slots,
+        slots: slots.clone(),
         world,
     };
     let stage = cluster::job::pair_stage(
@@ -634,7 +638,74 @@ fn pair_stage(
         &mut after,
         &|raw| cluster::retest_plan(args, reports, raw),
     );
-    (stage, plan)
+    let lat = args
+        .pair
+        .latency
+        .then(|| latency_stage(args, rank, &eps, slots, &plan, ports, world));
+    (stage, plan, lat)
+}
+
+/// Rank 0's latency runs (each rank's, index = rank) and their wall time, s.
+#[cfg(feature = "mpi")]
+type Latency = (Vec<Vec<u8>>, f64);
+
+/// The latency rounds (`--latency`): the pair stage's schedule again on
+/// rail 0, each run erdma-perf write_lat ([`cluster::latency::perf_args`]),
+/// on the ports after the bandwidth rounds' and their retest's; no retest.
+/// Rank 0's result: every rank's runs and the rounds' wall time.
+#[cfg(feature = "mpi")]
+fn latency_stage(
+    args: &Args,
+    rank: usize,
+    eps: &[Vec<pairs::Endpoint>],
+    slots: Vec<usize>,
+    plan: &cluster::steps::JobPlan,
+    ports: cluster::job::Ports,
+    world: &world::World,
+) -> Latency {
+    let mut lat = args.pair.clone();
+    lat.pair_test = cluster::latency::TEST.into();
+    lat.perf_args = cluster::latency::perf_args(&args.pair.perf_args, &args.pair.latency_args);
+    // A 2-byte ping-pong's payload is not what the check is for.
+    lat.no_verify = true;
+    let lplan = cluster::steps::JobPlan {
+        combos: vec![(0, 0)],
+        ..plan.clone()
+    };
+    let lports = cluster::job::Ports {
+        first: ports.first + plan.all_ports(ports.block),
+        block: ports.block,
+    };
+    if rank == 0 {
+        let runs: usize = lplan.rounds().iter().map(Vec::len).sum();
+        let line = format!(
+            "erdma-cluster: latency: {} {} runs ({} rounds of the pair stage's schedule, rail 0), \
+             options '{}'\n",
+            runs,
+            cluster::latency::TEST,
+            lplan.plan.rounds,
+            lat.perf_args
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    let t0 = std::time::Instant::now();
+    let mut net = Perf {
+        pair: &lat,
+        rank,
+        eps,
+        slots,
+        world,
+    };
+    let st = cluster::job::pair_stage(
+        &lplan,
+        &mut net,
+        eps.len(),
+        lports,
+        Default::default(),
+        &mut |_, _| {},
+        &|_| cluster::retest::Plan::default(),
+    );
+    (st.raw, t0.elapsed().as_secs_f64())
 }
 
 /// The pair stage's schedule (the same on every rank); rank 0 prints it
@@ -820,7 +891,8 @@ pub fn run() -> i32 {
         .pair
         .pairs
         .then(|| pair_stage(&args, rank, &host, &hosts, &reports, &world));
-    if let Some((st, plan)) = &stage {
+    if let Some((st, plan, lat)) = &stage {
+        gathered.latency = lat.clone().filter(|_| rank == 0);
         gathered.retest = st.retest.clone();
         gathered.schedule = Some(cluster::job::schedule_json(
             plan,
@@ -829,7 +901,7 @@ pub fn run() -> i32 {
         // A budget's schedule may leave cells out: they are not failures.
         gathered.planned = plan.budgeted.then(|| plan.planned());
     }
-    let mut pair_raw = stage.map(|(s, _)| s.raw);
+    let mut pair_raw = stage.map(|(s, _, _)| s.raw);
     // The NCCL pairs need every rank (their collectives): with one lost
     // they are not run (the lost rank's verdict says so).
     let t1 = std::time::Instant::now();

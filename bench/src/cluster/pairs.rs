@@ -50,6 +50,20 @@ pub struct PairArgs {
         allow_hyphen_values = true
     )]
     pub perf_args: String,
+    /// After the bandwidth rounds, erdma-perf write_lat between every pair
+    /// the schedule meets (rail 0): median and p99 per cell, and the hosts
+    /// and paths whose latency is over the cluster's.
+    #[arg(long, requires = "pairs")]
+    pub latency: bool,
+    /// erdma-perf options of the latency runs, after the path options of
+    /// --perf-args (-x, -m, -i, -c, -T, -L, --tclass, -R, -z).
+    #[arg(
+        long,
+        value_name = "OPTIONS",
+        default_value = super::latency::DEFAULT_ARGS,
+        allow_hyphen_values = true
+    )]
+    pub latency_args: String,
     /// TCP port of the first run's exchange; each run takes the next one
     /// (the next N with N ranks on one host: one port for each).
     #[arg(long, value_name = "PORT", default_value_t = 18600)]
@@ -160,7 +174,11 @@ pub fn check_ports(a: &PairArgs, size: usize) -> Result<(), String> {
         .unwrap_or(1);
     // The main rounds and the most retest rounds.
     let steps = rounds(size) + super::schedule::retest_rounds(size);
-    let runs = 2 * (steps * combos(rails, a.cross_rails).len()) as u32;
+    let mut runs = 2 * (steps * combos(rails, a.cross_rails).len()) as u32;
+    // --latency: the main rounds again on one rail, after them.
+    if a.latency {
+        runs += 2 * rounds(size) as u32;
+    }
     if u32::from(a.pair_port) + runs > 65535 {
         return Err(format!(
             "--pair-port {}: {size} ranks need {runs} ports from there: take a lower port",
@@ -1174,6 +1192,8 @@ mod tests {
             pair_port: 18600,
             no_verify: false,
             cross_rails: false,
+            latency: false,
+            latency_args: super::super::latency::DEFAULT_ARGS.into(),
         }
     }
 

@@ -976,6 +976,7 @@ fn gather(
         retest: None,
         port_rate: super::PortRate::Off,
         nccl_pairs: None,
+        latency: None,
     };
     let meta = RunMeta::now("erdma-cluster");
     let judgement = super::Judgement::of(&reports, &across, &stages);

@@ -843,3 +843,68 @@ fn nccl_pairs_are_a_rail_of_their_own_judged_with_the_nics() {
         "{page}"
     );
 }
+
+/// `--latency`: the latency runs gathered beside the pair matrix become
+/// their own matrix (median and p99), a delayed link is a warning verdict
+/// in the text and the JSON, and the job's status is at least a warning.
+#[test]
+fn latency_cells_and_a_delayed_link_in_the_report() {
+    let hosts = ["a", "b", "c", "d"];
+    let raw: Vec<Vec<u8>> = hosts.iter().map(|h| doc(h, &good())).collect();
+    let mut cells = Vec::new();
+    for c in 0..4 {
+        for s in (0..4).filter(|&s| s != c) {
+            cells.push((c, s, 20.0));
+        }
+    }
+    let pair_raw = ranks_runs(4, &cells);
+    // Latency: 3 us everywhere but a <-> d, delayed to 13 us.
+    let mut per = vec![Vec::new(); 4];
+    for &(c, s, _) in &cells {
+        let m = if (c, s) == (0, 3) || (c, s) == (3, 0) {
+            13.0
+        } else {
+            3.0 + 0.1 * c as f64
+        };
+        let mut run: Value = side(c, s, "client", None);
+        run["doc"] = serde_json::json!({"results": [{"t_typical_us": m, "t_p99_us": m + 2.0}]});
+        per[c].push(run);
+        per[s].push(side(c, s, "server", None));
+    }
+    let lat: Vec<Vec<u8>> = per
+        .into_iter()
+        .map(|v| Value::Array(v).to_string().into_bytes())
+        .collect();
+    let g = Gathered {
+        latency: Some((lat, 2.5)),
+        ..Default::default()
+    };
+    let report = |a: &[&str]| {
+        let args = Args::try_parse_from(a).unwrap();
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let code = report_with(&args, &meta("a"), &raw, Some(&pair_raw), &g, &mut o, &mut e);
+        (code, String::from_utf8(o).unwrap())
+    };
+    let (_, text) = report(&["erdma-cluster", "--pairs", "--latency"]);
+    assert!(
+        text.contains("# latency: erdma-perf write_lat, median (p99) in us"),
+        "{text}"
+    );
+    assert!(text.contains("13.00 (15.00)"), "{text}");
+    assert!(
+        text.contains("warn  latency link      a <-> d: latency 13.00 us and 13.00 us"),
+        "{text}"
+    );
+    let (_, j) = report(&["erdma-cluster", "--pairs", "--latency", "--json"]);
+    let v: Value = serde_json::from_str(&j).unwrap();
+    let l = &v["latency"];
+    assert_eq!(l["status"], "warn", "{l}");
+    assert_eq!(l["median_us"][0][3], 13.0);
+    assert_eq!(l["p99_us"][3][0], 15.0);
+    assert_eq!(l["wall_s"], 2.5);
+    assert_eq!(l["verdicts"][0]["kind"], "link");
+    assert_eq!(l["verdicts"][0]["hosts"], serde_json::json!(["a", "d"]));
+    // The doctor's checks of these fake hosts warn or pass; the latency
+    // verdict makes the job at least a warning.
+    assert_ne!(v["status"], "ok", "{}", v["status"]);
+}
