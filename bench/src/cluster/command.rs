@@ -677,7 +677,7 @@ fn latency_stage(
         block: ports.block,
     };
     if rank == 0 {
-        let runs: usize = lplan.rounds().iter().map(Vec::len).sum();
+        let runs: usize = lplan.rounds().iter().flatten().map(Vec::len).sum();
         let line = format!(
             "erdma-cluster: latency: {} {} runs ({} rounds of the pair stage's schedule, rail 0), \
              options '{}'\n",
