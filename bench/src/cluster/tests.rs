@@ -907,4 +907,18 @@ fn latency_cells_and_a_delayed_link_in_the_report() {
     // The doctor's checks of these fake hosts warn or pass; the latency
     // verdict makes the job at least a warning.
     assert_ne!(v["status"], "ok", "{}", v["status"]);
+    let page = html::render(&v);
+    assert!(page.contains("<h2 id=\"latency\">Latency"), "{page}");
+    assert!(
+        page.contains("<b>link</b> a &lt;-&gt; d: latency 13.00 us"),
+        "{page}"
+    );
+    assert!(page.contains(">13 (15)</td>"), "{page}");
+    let opt = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    if let Err(e) = roxmltree::Document::parse_with_options(&page, opt) {
+        panic!("report.html is not well-formed: {e}\n{page}");
+    }
 }
