@@ -29,8 +29,10 @@ pub mod drain;
 pub mod html;
 pub mod job;
 pub mod judge;
+pub mod latency;
 pub mod live;
 pub mod nccl;
+pub mod ncclpairs;
 pub mod pairs;
 pub mod retest;
 pub mod rounds;
@@ -236,6 +238,11 @@ pub struct Stages<'a> {
     pub port_rate: PortRate,
     /// The smallest slowdown reported (`--min-effect`).
     pub min_effect: Option<f64>,
+    /// The NCCL pairs' collective and library ([`ncclpairs::describe`]),
+    /// when the matrix has their rail.
+    pub nccl_pairs: Option<&'a Value>,
+    /// The latency matrix and its verdicts (`--latency`).
+    pub latency: Option<&'a latency::Report>,
 }
 
 /// `--port-rate`: the rate the pair stage's cells are judged against (a
@@ -277,7 +284,8 @@ impl Stages<'_> {
         let b = self.baseline.map(Comparison::status);
         let n = self.nccl.map(nccl::Report::status);
         let t = self.traffic.map(traffic::Proof::status);
-        p.max(b).max(n).max(t)
+        let l = self.latency.map(latency::Report::status);
+        p.max(b).max(n).max(t).max(l)
     }
 }
 
@@ -641,8 +649,14 @@ pub fn render_text(
             push_problem(&mut s, p, reports.len());
         }
     }
+    if let Some(v) = stages.nccl_pairs {
+        s.push_str(&ncclpairs::describe_text(v));
+    }
     if let Some(m) = stages.pairs {
         s.push_str(&m.render_text(&names));
+    }
+    if let Some(l) = stages.latency {
+        s.push_str(&l.render_text(&names));
     }
     if let Some(c) = stages.baseline {
         s.push_str(&c.render_text());
@@ -734,7 +748,15 @@ pub fn render_json(
         reports.iter().map(|r| r.doc.clone()).collect(),
     );
     if let Some(p) = stages.pairs {
-        m.insert("pairs".into(), p.to_json());
+        let mut v = p.to_json();
+        if let Some(n) = stages.nccl_pairs {
+            v["nccl"] = n.clone();
+        }
+        m.insert("pairs".into(), v);
+    }
+    if let Some(l) = stages.latency {
+        let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+        m.insert("latency".into(), l.to_json(&names));
     }
     if let Some(c) = stages.baseline {
         m.insert("baseline".into(), c.to_json());
@@ -826,7 +848,7 @@ pub fn pair_verdicts(
         }
         rail.baseline = Some(base);
     }
-    let d = diagnose::diagnose(&diagnose::Input {
+    let mut d = diagnose::diagnose(&diagnose::Input {
         names: &names,
         rails: &rails,
         lost: stages.lost,
@@ -834,6 +856,9 @@ pub fn pair_verdicts(
         fail_below: stages.baseline.map_or(0.9, |c| c.fail_below),
         min_effect: stages.min_effect,
     });
+    if let Some(k) = index(ncclpairs::RAIL) {
+        ncclpairs::name_rail(&mut d, k);
+    }
     Some((names, d))
 }
 
@@ -985,6 +1010,12 @@ pub struct Gathered {
     /// The directed (client, server) cells the pair stage's schedule was
     /// to measure (`--budget`); none: every cell (the full matrix).
     pub planned: Option<Vec<(usize, usize)>>,
+    /// The NCCL pairs' collective and library
+    /// ([`ncclpairs::describe`]), when they ran (`--nccl-pairs`).
+    pub nccl_pairs: Option<Value>,
+    /// Each rank's latency runs (`--latency`) and the latency rounds'
+    /// wall time in seconds.
+    pub latency: Option<(Vec<Vec<u8>>, f64)>,
 }
 
 /// The check a lost rank's report gets (its own, or one made for it when
@@ -1307,6 +1338,19 @@ pub fn report_with(
             return EXIT_OUTPUT;
         }
     };
+    let lat = match &g.latency {
+        Some((raw, wall)) => {
+            let names: Vec<String> = reports.iter().map(HostReport::label).collect();
+            match latency::Report::from_ranks(raw, g.planned.as_deref(), &names, Some(*wall)) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let _ = writeln!(err, "erdma-cluster: {e}");
+                    return EXIT_OUTPUT;
+                }
+            }
+        }
+        None => None,
+    };
     let retested = match &g.retest {
         Some((plan, raw)) => match judge::Retested::from_ranks(plan.clone(), raw) {
             Ok(r) => Some(r),
@@ -1327,6 +1371,8 @@ pub fn report_with(
         retest: retested.as_ref(),
         port_rate: args.port_rate,
         min_effect: args.min_effect,
+        nccl_pairs: g.nccl_pairs.as_ref(),
+        latency: lat.as_ref(),
     };
     let problems = grouped_problems(&reports);
     let across = cross_checks(&reports);
@@ -1395,7 +1441,7 @@ fn drain_verdicts(
 /// The checks of the command line that clap cannot make: [`check_skips`],
 /// [`check_timeout`] and [`check_baseline`].
 pub fn check_args(args: &Args) -> Result<(), String> {
-    if args.nccl.nccl {
+    if args.nccl.nccl || args.nccl.nccl_pairs {
         nccl::check(&args.nccl)?;
     }
     check_skips(args)?;
@@ -1476,9 +1522,11 @@ fn suspect_hook(d: &mut diagnose::Diagnosis, n: usize) {
 /// `--budget` needs a schedule to pick: the pair stage's or the simulator's.
 pub fn check_budget(args: &Args) -> Result<(), String> {
     match args.sim.budget {
-        Some(b) if !args.pair.pairs && args.sim.simulate.is_none() => Err(format!(
-            "--budget {b}: needs --pairs (the real job's pair stage) or --simulate"
-        )),
+        Some(b) if !args.pair.pairs && !args.nccl.nccl_pairs && args.sim.simulate.is_none() => {
+            Err(format!(
+                "--budget {b}: needs --pairs or --nccl-pairs (the real job's pair stages) or --simulate"
+            ))
+        }
         _ => Ok(()),
     }
 }

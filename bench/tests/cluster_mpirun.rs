@@ -937,3 +937,106 @@ fn a_slow_host_in_the_nccl_stage_is_named() {
     assert_eq!(h["status"], "warn", "{h}");
     assert!(h["numbers"]["nccl_busbw"].as_f64().unwrap() > 0.0, "{h}");
 }
+
+/// Issue 37: the NCCL pairs without GPUs or RDMA. Four ranks as four
+/// hosts meet pair by pair (the pair stage's full schedule: 3 rounds, the
+/// two pairs of a round at once on communicators split per pair) and run
+/// all_reduce on the MPI backend, which the report names. Rank 2 is slowed
+/// by the driver's slow hook (it waits 2 s before each collective, so
+/// every pair it is in measures far under the others whatever the load:
+/// with 500 ms and the other tests of this file beside it, the healthy
+/// pairs measured 0.29 Gb/s and more against rank 2's 0.017, and no
+/// verdict. With 2 s the whole file passed (17 of 17, 227 s); with three
+/// busy loops beside this test alone on the 2-core machine it still fails:
+/// the healthy pairs at 0.0008 to 0.022 Gb/s against 0.00015 to 0.00026,
+/// a spread the diagnosis rightly does not judge):
+/// the matrix on the "nccl" rail is full, and the diagnosis names rank 2
+/// (a host verdict, the retest seeing it again) and no other host.
+#[test]
+fn nccl_pairs_fill_the_matrix_and_name_a_slow_host() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let t0 = Instant::now();
+    let (code, out, err) = mpirun_env(
+        4,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--nccl-pairs",
+            "--nccl-args",
+            "-b 64K -e 64K -n 2 -w 1 -c 1",
+        ],
+        &[
+            ("ERDMA_CLUSTER_HOOK", "slow:2,nccl-slow-ms:2000"),
+            // The ranks waiting in MPI give their CPU up: on a busy
+            // machine the healthy pairs' collectives then take
+            // milliseconds, not the scheduler's quanta.
+            ("OMPI_MCA_mpi_yield_when_idle", "1"),
+        ],
+    );
+    eprintln!("4 ranks, NCCL pairs with a slow rank: {:?}", t0.elapsed());
+    // rdma.devices fails on every host, and the confirmed host verdict: 2.
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert_eq!(
+        err.matches("erdma-cluster: NCCL pairs: 3 rounds").count(),
+        1,
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    let p = &v["pairs"];
+    assert_eq!(p["nccl"]["backend"], "mpi", "{}", p["nccl"]);
+    assert_eq!(p["nccl"]["rail_name"], "nccl");
+    assert!(
+        p["nccl"]["why"].as_str().unwrap().contains("not NCCL"),
+        "{}",
+        p["nccl"]
+    );
+    let rails = p["rails"].as_array().unwrap();
+    assert_eq!(rails.len(), 1, "{p}");
+    assert_eq!(rails[0]["rail"], 1000);
+    let g = &rails[0]["gbps"];
+    let cell = |i: usize, j: usize| g[i][j].as_f64().unwrap_or_else(|| panic!("{i}->{j}: {g}"));
+    let mut slow = Vec::new();
+    let mut fast = Vec::new();
+    for i in 0..4 {
+        for j in (0..4).filter(|&j| j != i) {
+            // One all_reduce per pair: both directions alike.
+            assert_eq!(cell(i, j), cell(j, i));
+            if i == 2 || j == 2 {
+                slow.push(cell(i, j));
+            } else {
+                fast.push(cell(i, j));
+            }
+        }
+    }
+    let slowest_fast = fast.iter().copied().fold(f64::MAX, f64::min);
+    let fastest_slow = slow.iter().copied().fold(0.0, f64::max);
+    eprintln!(
+        "busbw x 8: rank 2's pairs at most {fastest_slow} Gb/s, the others at least {slowest_fast}"
+    );
+    assert!(fastest_slow < slowest_fast / 4.0, "{g}");
+    assert_eq!(p["status"], "ok", "{p}");
+    let label = v["hosts"][2]["label"].as_str().unwrap();
+    let hosts: Vec<&serde_json::Value> = v["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["kind"] == "host")
+        .collect();
+    assert_eq!(hosts.len(), 1, "{}\n{g}", v["verdicts"]);
+    assert_eq!(
+        hosts[0]["hosts"],
+        serde_json::json!([label]),
+        "{}",
+        hosts[0]
+    );
+    assert!(
+        hosts[0]["why"].as_str().unwrap().starts_with("rail nccl:"),
+        "{}",
+        hosts[0]
+    );
+    assert_eq!(hosts[0]["retested"], true, "{}", hosts[0]);
+}

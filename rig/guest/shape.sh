@@ -4,15 +4,18 @@
 #   shape.sh link DEV_A DEV_B RATE   traffic between two devices only, both
 #       directions: on each one's veth an htb class at RATE for packets to the
 #       other's address (u32 filter on the destination); the rest unshaped
+#   shape.sh delay DEV_A DEV_B DELAY traffic between two devices only, both
+#       directions, delayed by DELAY each way (netem under an htb class
+#       matched as `link` does); the rest undelayed
 #   shape.sh nic DEV RATE            everything DEV sends (tbf on its veth) and
 #       receives (tbf on its bridge port, which carries only DEV's traffic)
 #   shape.sh clear                   remove every qdisc this script adds
 #   shape.sh show                    tc -s qdisc of the rig's veths and ports
-# RATE in tc's units (e.g. 30mbit). Devices: rig/guest/devices.sh.
+# RATE and DELAY in tc's units (e.g. 30mbit, 5ms). Devices: rig/guest/devices.sh.
 # Exit status: 0 done; 1 tc failed; 2 bad arguments.
 set -euo pipefail
 source "$(dirname "$0")/devices.sh"
-usage() { sed -n '2,13p' "$0" >&2; exit 2; }
+usage() { sed -n '2,16p' "$0" >&2; exit 2; }
 dev() { rig_device "$1" || { echo "shape.sh: no rig device $1 (rxe0..rxe3, siw0..siw3)" >&2; exit 2; }; }
 # The queues hold what rxe has in flight (64 skbs per QP) and a TCP window,
 # so that slowing throttles the senders instead of dropping their packets.
@@ -35,6 +38,20 @@ case ${1:-} in
         echo "qdisc replace dev $nd root handle 1: htb"
         echo "class add dev $nd parent 1: classid 1:1 htb rate $rate ceil $rate burst 32k"
         echo "qdisc add dev $nd parent 1:1 handle 10: bfifo limit $LIMIT"
+        echo "filter add dev $nd parent 1: protocol ip prio 1 u32 match ip dst $to/32 flowid 1:1"
+      done
+    } | tc -batch -
+    ;;
+  delay)
+    [[ $# == 4 ]] || usage
+    dev "$2"; nd_a=$ND ip_a=$IP; dev "$3"; nd_b=$ND ip_b=$IP; delay=$4
+    [[ $nd_a != "$nd_b" && $2 == "${3%[0-3]}"* ]] || { echo "shape.sh: $2 and $3 are not two devices of one driver" >&2; exit 2; }
+    {
+      for side in "$nd_a $ip_b" "$nd_b $ip_a"; do
+        read -r nd to <<<"$side"
+        echo "qdisc replace dev $nd root handle 1: htb"
+        echo "class add dev $nd parent 1: classid 1:1 htb rate 10gbit ceil 10gbit burst 32k"
+        echo "qdisc add dev $nd parent 1:1 handle 10: netem delay $delay limit 10000"
         echo "filter add dev $nd parent 1: protocol ip prio 1 u32 match ip dst $to/32 flowid 1:1"
       done
     } | tc -batch -

@@ -313,7 +313,7 @@ static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// rank 0's retest plan sent to every rank.
 #[cfg(feature = "mpi")]
 struct Perf<'a> {
-    args: &'a Args,
+    pair: &'a pairs::PairArgs,
     rank: usize,
     eps: &'a [Vec<pairs::Endpoint>],
     slots: Vec<usize>,
@@ -341,7 +341,7 @@ impl cluster::job::Network for Perf<'_> {
         };
         let world = self.world;
         let runs = pairs::run_round(
-            &self.args.pair,
+            self.pair,
             self.rank,
             self.eps,
             &self.slots,
@@ -352,30 +352,223 @@ impl cluster::job::Network for Perf<'_> {
             &|r| world.is_lost(r),
             &mut || world.barrier(meet),
         );
-        let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
-        let mut all = world.gather(mine.to_string().as_bytes(), gather);
-        if self.rank != 0 {
-            return None;
-        }
-        // A lost rank ran nothing more: its share is no runs.
-        for (i, b) in all.iter_mut().enumerate() {
-            if world.is_lost(i) {
-                *b = b"[]".to_vec();
-            }
-        }
-        Some(all)
+        gather_round(world, self.rank, &runs, gather)
     }
 
     fn agree(&mut self, mine: Option<cluster::retest::Plan>) -> cluster::retest::Plan {
-        let mine = mine.map_or(serde_json::Value::Null, |p| p.to_json());
-        let all = self
-            .world
-            .all_gather(mine.to_string().as_bytes(), "agreeing on the retest rounds");
-        all.first()
-            .and_then(|b| serde_json::from_slice(b).ok())
-            .and_then(|v| cluster::retest::Plan::from_json(&v))
-            .unwrap_or_default()
+        agree_retest(self.world, mine)
     }
+}
+
+/// Rank 0's retest plan (`mine`) on every rank; the empty plan when it
+/// cannot be read.
+#[cfg(feature = "mpi")]
+fn agree_retest(
+    world: &world::World,
+    mine: Option<cluster::retest::Plan>,
+) -> cluster::retest::Plan {
+    let mine = mine.map_or(serde_json::Value::Null, |p| p.to_json());
+    let all = world.all_gather(mine.to_string().as_bytes(), "agreeing on the retest rounds");
+    all.first()
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .and_then(|v| cluster::retest::Plan::from_json(&v))
+        .unwrap_or_default()
+}
+
+/// Rank 0's view of one round: every rank's runs, a lost rank's as none;
+/// `None` on the other ranks.
+#[cfg(feature = "mpi")]
+fn gather_round(
+    world: &world::World,
+    rank: usize,
+    runs: &[pairs::PairRun],
+    what: &str,
+) -> Option<Vec<Vec<u8>>> {
+    let mine = serde_json::Value::Array(runs.iter().map(pairs::PairRun::to_json).collect());
+    let mut all = world.gather(mine.to_string().as_bytes(), what);
+    if rank != 0 {
+        return None;
+    }
+    // A lost rank ran nothing more: its share is no runs.
+    for (i, b) in all.iter_mut().enumerate() {
+        if world.is_lost(i) {
+            *b = b"[]".to_vec();
+        }
+    }
+    Some(all)
+}
+
+/// The NCCL pairs' network ([`cluster::job::Network`]): each round's pairs
+/// ([`cluster::ncclpairs::matchings`]) run all_reduce at once, in-process,
+/// on communicators split by pair; each round's runs gathered on rank 0.
+#[cfg(feature = "mpi")]
+struct NcclNet<'a> {
+    args: &'a Args,
+    rank: usize,
+    hosts: &'a [String],
+    plan: nccl::Plan,
+    world: &'a world::World,
+}
+
+#[cfg(feature = "mpi")]
+impl cluster::job::Network for NcclNet<'_> {
+    fn root(&self) -> bool {
+        self.rank == 0
+    }
+
+    fn round(
+        &mut self,
+        r: usize,
+        round: &cluster::steps::Round,
+        _port: u32,
+        _width: usize,
+        retest: bool,
+    ) -> Option<Vec<Vec<u8>>> {
+        use cluster::ncclpairs;
+        let (rank, n) = (self.rank, self.hosts.len());
+        let mut runs = Vec::new();
+        // The collectives need every rank: with one lost no pair runs (its
+        // cells fail, the lost rank's verdict says why).
+        let go = self.world.lost().is_empty();
+        for (k, m) in ncclpairs::matchings(round)
+            .iter()
+            .enumerate()
+            .filter(|_| go)
+        {
+            let colors = ncclpairs::colors(m, n);
+            let tmp = std::env::temp_dir().join(format!(
+                "erdma-cluster-{}-pairs-{}{r}-{k}.json",
+                std::process::id(),
+                if retest { "retest-" } else { "" }
+            ));
+            let _ = std::fs::remove_file(&tmp);
+            let path = tmp.to_string_lossy().into_owned();
+            let argv = nccl::argv(
+                &self.args.nccl,
+                ncclpairs::TEST,
+                &self.plan.backend,
+                self.plan.gpus,
+                Some(&path),
+                self.args.timeout,
+            );
+            let done = match nccl::collective(ncclpairs::TEST) {
+                Some(c) => crate::nccltests::run::run_embedded_slowed(
+                    c,
+                    &argv,
+                    Some(colors[rank]),
+                    nccl_slow_hook(rank),
+                ),
+                // Not reached: all_reduce is one of the collectives.
+                None => crate::nccltests::run::Embedded {
+                    code: 2,
+                    text: "no collective all_reduce".into(),
+                },
+            };
+            self.world.reclaim();
+            let doc = crate::input::read_json(&tmp).ok();
+            let _ = std::fs::remove_file(&tmp);
+            if let Some(&(a, b)) = m.iter().find(|(a, b)| *a == rank || *b == rank) {
+                runs.extend(ncclpairs::runs_of(
+                    rank,
+                    (a, b),
+                    done.code,
+                    nccl::error_of(done.code, &done.text),
+                    doc,
+                    &ncclpairs::rerun(a, b, self.hosts, &argv),
+                ));
+            }
+        }
+        let what = if retest {
+            "gathering an NCCL pair retest round"
+        } else {
+            "gathering an NCCL pair round"
+        };
+        gather_round(self.world, rank, &runs, what)
+    }
+
+    fn agree(&mut self, mine: Option<cluster::retest::Plan>) -> cluster::retest::Plan {
+        agree_retest(self.world, mine)
+    }
+}
+
+/// `ERDMA_CLUSTER_HOOK=slow:R` (tests; with others, comma-separated) in
+/// the NCCL pairs: rank R waits before each collective it issues, 500 ms
+/// or `nccl-slow-ms:MS`, as a rank on a slow host would; every pair it is
+/// in measures the collective slower.
+#[cfg(feature = "mpi")]
+fn nccl_slow_hook(rank: usize) -> Option<u64> {
+    let target = cluster::hook("slow").and_then(|r| r.parse::<usize>().ok());
+    let ms = cluster::hook("nccl-slow-ms")
+        .and_then(|m| m.parse::<u64>().ok())
+        .unwrap_or(500)
+        .min(60_000);
+    (target == Some(rank)).then_some(ms)
+}
+
+/// Every rank's GPU count, on every rank.
+#[cfg(feature = "mpi")]
+fn gpu_counts(world: &world::World) -> Vec<usize> {
+    let gpus = world.all_gather(&(gpu_count() as u64).to_le_bytes(), "counting the GPUs");
+    gpus.iter()
+        .map(|b| {
+            b.get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes) as usize
+        })
+        .collect()
+}
+
+/// How many ranks share each rank's host.
+#[cfg(feature = "mpi")]
+fn ranks_on_host(hosts: &[String]) -> Vec<usize> {
+    hosts
+        .iter()
+        .map(|h| hosts.iter().filter(|x| *x == h).count())
+        .collect()
+}
+
+/// The NCCL pairs (`--nccl-pairs`): [`cluster::job::pair_stage`] on the
+/// split collectives' network with the pair stage's schedule for one rail
+/// (the same rounds and `--budget`), its retest planned from its own first
+/// pass. Rank 0's result: every rank's runs, the retest's, the schedule,
+/// and the collectives' plan (which library, why).
+#[cfg(feature = "mpi")]
+fn nccl_pair_stage(
+    args: &Args,
+    rank: usize,
+    hosts: &[String],
+    reports: &[Vec<u8>],
+    world: &world::World,
+) -> (cluster::job::PairStage, cluster::steps::JobPlan, nccl::Plan) {
+    let gpus = gpu_counts(world);
+    let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(hosts));
+    let jp = cluster::job_plan_or_full(args, hosts.len(), 1);
+    if rank == 0 {
+        let line = format!(
+            "erdma-cluster: NCCL pairs: {}; {}\n",
+            cluster::ncclpairs::schedule_line(&jp),
+            plan.why
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    let slots = cluster::host_slots(hosts);
+    let mut net = NcclNet {
+        args,
+        rank,
+        hosts,
+        plan: plan.clone(),
+        world,
+    };
+    let stage = cluster::job::pair_stage(
+        &jp,
+        &mut net,
+        hosts.len(),
+        cluster::job::Ports::new(args.pair.pair_port, &slots),
+        Default::default(),
+        &mut |_, _| {},
+        &|raw| cluster::retest_plan(args, reports, raw),
+    );
+    (stage, jp, plan)
 }
 
 /// The pair stage ([`cluster::job::pair_stage`] on the job's network)
@@ -392,7 +585,11 @@ fn pair_stage(
     hosts: &[String],
     reports: &[Vec<u8>],
     world: &world::World,
-) -> (cluster::job::PairStage, cluster::steps::JobPlan) {
+) -> (
+    cluster::job::PairStage,
+    cluster::steps::JobPlan,
+    Option<Latency>,
+) {
     // The options were checked by parse(): only the device differs by rank.
     let o = pairs::options(&args.pair, rank).ok();
     let mine = o.as_ref().map_or_else(String::new, |o| {
@@ -426,10 +623,10 @@ fn pair_stage(
     let slots = cluster::host_slots(hosts);
     let ports = cluster::job::Ports::new(args.pair.pair_port, &slots);
     let mut net = Perf {
-        args,
+        pair: &args.pair,
         rank,
         eps: &eps,
-        slots,
+        slots: slots.clone(),
         world,
     };
     let stage = cluster::job::pair_stage(
@@ -441,7 +638,74 @@ fn pair_stage(
         &mut after,
         &|raw| cluster::retest_plan(args, reports, raw),
     );
-    (stage, plan)
+    let lat = args
+        .pair
+        .latency
+        .then(|| latency_stage(args, rank, &eps, slots, &plan, ports, world));
+    (stage, plan, lat)
+}
+
+/// Rank 0's latency runs (each rank's, index = rank) and their wall time, s.
+#[cfg(feature = "mpi")]
+type Latency = (Vec<Vec<u8>>, f64);
+
+/// The latency rounds (`--latency`): the pair stage's schedule again on
+/// rail 0, each run erdma-perf write_lat ([`cluster::latency::perf_args`]),
+/// on the ports after the bandwidth rounds' and their retest's; no retest.
+/// Rank 0's result: every rank's runs and the rounds' wall time.
+#[cfg(feature = "mpi")]
+fn latency_stage(
+    args: &Args,
+    rank: usize,
+    eps: &[Vec<pairs::Endpoint>],
+    slots: Vec<usize>,
+    plan: &cluster::steps::JobPlan,
+    ports: cluster::job::Ports,
+    world: &world::World,
+) -> Latency {
+    let mut lat = args.pair.clone();
+    lat.pair_test = cluster::latency::TEST.into();
+    lat.perf_args = cluster::latency::perf_args(&args.pair.perf_args, &args.pair.latency_args);
+    // A 2-byte ping-pong's payload is not what the check is for.
+    lat.no_verify = true;
+    let lplan = cluster::steps::JobPlan {
+        combos: vec![(0, 0)],
+        ..plan.clone()
+    };
+    let lports = cluster::job::Ports {
+        first: ports.first + plan.all_ports(ports.block),
+        block: ports.block,
+    };
+    if rank == 0 {
+        let runs: usize = lplan.rounds().iter().flatten().map(Vec::len).sum();
+        let line = format!(
+            "erdma-cluster: latency: {} {} runs ({} rounds of the pair stage's schedule, rail 0), \
+             options '{}'\n",
+            runs,
+            cluster::latency::TEST,
+            lplan.plan.rounds,
+            lat.perf_args
+        );
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    let t0 = std::time::Instant::now();
+    let mut net = Perf {
+        pair: &lat,
+        rank,
+        eps,
+        slots,
+        world,
+    };
+    let st = cluster::job::pair_stage(
+        &lplan,
+        &mut net,
+        eps.len(),
+        lports,
+        Default::default(),
+        &mut |_, _| {},
+        &|_| cluster::retest::Plan::default(),
+    );
+    (st.raw, t0.elapsed().as_secs_f64())
 }
 
 /// The pair stage's schedule (the same on every rank); rank 0 prints it
@@ -627,7 +891,8 @@ pub fn run() -> i32 {
         .pair
         .pairs
         .then(|| pair_stage(&args, rank, &host, &hosts, &reports, &world));
-    if let Some((st, plan)) = &stage {
+    if let Some((st, plan, lat)) = &stage {
+        gathered.latency = lat.clone().filter(|_| rank == 0);
         gathered.retest = st.retest.clone();
         gathered.schedule = Some(cluster::job::schedule_json(
             plan,
@@ -636,7 +901,29 @@ pub fn run() -> i32 {
         // A budget's schedule may leave cells out: they are not failures.
         gathered.planned = plan.budgeted.then(|| plan.planned());
     }
-    let pair_raw = stage.map(|(s, _)| s.raw);
+    let mut pair_raw = stage.map(|(s, _, _)| s.raw);
+    // The NCCL pairs need every rank (their collectives): with one lost
+    // they are not run (the lost rank's verdict says so).
+    let t1 = std::time::Instant::now();
+    let npairs = (args.nccl.nccl_pairs && world.lost().is_empty())
+        .then(|| nccl_pair_stage(&args, rank, &hosts, &reports, &world));
+    if let Some((st, plan, nplan)) = npairs {
+        pair_raw = Some(cluster::ncclpairs::join(pair_raw.as_deref(), &st.raw));
+        gathered.retest = match (gathered.retest.take(), st.retest) {
+            (Some((p, a)), Some((q, b))) => {
+                Some((p.merge(q), cluster::ncclpairs::join(Some(&a), &b)))
+            }
+            (a, b) => a.or(b),
+        };
+        if gathered.schedule.is_none() {
+            gathered.schedule = Some(cluster::ncclpairs::schedule_json(
+                &plan,
+                t1.elapsed().as_secs_f64(),
+            ));
+            gathered.planned = plan.budgeted.then(|| plan.planned());
+        }
+        gathered.nccl_pairs = Some(cluster::ncclpairs::describe(&nplan));
+    }
     if let Some(before) = before {
         let mine = serde_json::json!({"before": before, "after": counters(first)});
         gathered.pair_counters =
@@ -646,21 +933,9 @@ pub fn run() -> i32 {
     // (the lost rank's verdict says so).
     let nccl_on = args.nccl.nccl && world.lost().is_empty();
     if nccl_on {
-        let gpus = world.all_gather(&(gpu_count() as u64).to_le_bytes(), "counting the GPUs");
-        let gpus: Vec<usize> = gpus
-            .iter()
-            .map(|b| {
-                b.get(..8)
-                    .and_then(|b| b.try_into().ok())
-                    .map_or(0, u64::from_le_bytes) as usize
-            })
-            .collect();
+        let gpus = gpu_counts(&world);
         let nh = nccl_hosts(hosts.clone());
-        let on_host: Vec<usize> = nh
-            .iter()
-            .map(|h| nh.iter().filter(|x| *x == h).count())
-            .collect();
-        let plan = nccl::plan(&args.nccl, &gpus, &on_host);
+        let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(&nh));
         let nfirst = cluster::first_of_host(&nh)[rank];
         let mut meet = || nccl_meet(&world);
         let mine = nccl_runs(&args, rank, &nh, &plan, nfirst, &mut meet);

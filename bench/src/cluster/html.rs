@@ -132,6 +132,7 @@ pub fn render(doc: &Value) -> String {
     body.push_str(&retest::section(doc));
     body.push_str(&problems(doc));
     body.push_str(&pairs(doc));
+    body.push_str(&latency(doc));
     body.push_str(&baseline(doc));
     body.push_str(&nccl(doc));
     body.push_str(&traffic(doc));
@@ -950,11 +951,16 @@ fn rail_heatmap(
     marks: &[bool],
 ) -> String {
     let n = items(r.gbps).len();
+    let nccl = r.rail == Some(super::ncclpairs::RAIL as u64);
     let mut title = match r.rail {
+        Some(_) if nccl => format!(
+            "rail nccl: {} busbw x 8 in Gb/s (each pair's cells alike)",
+            super::ncclpairs::TEST
+        ),
         Some(k) => format!("rail {k}"),
         None => "the pair matrix".to_owned(),
     };
-    if !r.devices.is_empty() {
+    if !r.devices.is_empty() && !nccl {
         let mut d = r.devices.clone();
         d.sort();
         d.dedup();
@@ -1423,6 +1429,66 @@ fn shown_rows<'a>(rows: &'a [Value], key: &str, cols: usize) -> (Vec<&'a Value>,
 }
 
 /// The pair matrix against the baseline, row by row.
+/// The latency matrix (`--latency`): median and p99 per cell, up to 32
+/// ranks as a table (the JSON has all), and its verdicts.
+fn latency(doc: &Value) -> String {
+    let l = &doc["latency"];
+    if !l.is_object() {
+        return String::new();
+    }
+    let names = labels(doc);
+    let m = items(&l["median_us"]);
+    let n = m.len();
+    let mut s = format!(
+        "<h2 id=\"latency\">Latency {}</h2><p>erdma-perf {} between the pairs the schedule met: \
+         median (p99) in &#181;s, row: client, column: server.</p>",
+        badge(&plain(&l["status"])),
+        esc(&plain(&l["test"]))
+    );
+    for v in items(&l["verdicts"]) {
+        let _ = write!(
+            s,
+            "<p>{} <b>{}</b> {}</p>",
+            badge(&plain(&v["status"])),
+            esc(&plain(&v["kind"])),
+            esc(&plain(&v["why"]))
+        );
+    }
+    for e in items(&l["errors"]) {
+        let _ = write!(
+            s,
+            "<p>{} {} run side(s): {}</p>",
+            badge("fail"),
+            items(&e["runs"]).len(),
+            esc(&plain(&e["error"]))
+        );
+    }
+    if n > 32 {
+        s.push_str("<p>More than 32 ranks: the cells are in cluster.json (latency.median_us, latency.p99_us).</p>");
+        return s;
+    }
+    s.push_str("<table><tr><th>client \\ server</th>");
+    for j in 0..n {
+        let _ = write!(s, "<th>{}</th>", esc(&label(&names, j)));
+    }
+    s.push_str("</tr>");
+    for i in 0..n {
+        let _ = write!(s, "<tr><th>{}</th>", esc(&label(&names, i)));
+        for j in 0..n {
+            let cell = match (at(&l["median_us"], i, j), at(&l["p99_us"], i, j)) {
+                _ if i == j => "-".to_owned(),
+                (Some(m), Some(p)) => format!("{} ({})", svg::trim_num(m), svg::trim_num(p)),
+                (Some(m), None) => svg::trim_num(m),
+                (None, _) => "&#8212;".to_owned(),
+            };
+            let _ = write!(s, "<td class=\"num\">{cell}</td>");
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</table>");
+    s
+}
+
 fn baseline(doc: &Value) -> String {
     let b = &doc["baseline"];
     if !b.is_object() {

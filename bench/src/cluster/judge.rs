@@ -290,7 +290,11 @@ pub fn retest_text(
             "retest    {} -> {} NIC {}: {now} (first pass {})\n",
             name(r.client),
             name(r.server),
-            r.rail.map_or("cross".into(), |k| k.to_string()),
+            match r.rail {
+                Some(super::ncclpairs::RAIL) => super::ncclpairs::DEVICE.into(),
+                Some(k) => k.to_string(),
+                None => "cross".into(),
+            },
             was.map_or("-".into(), |g| format!("{g:.2} Gb/s"))
         ));
     }

@@ -59,6 +59,11 @@ pub struct NcclArgs {
     /// alone, then all hosts together (after the pairs).
     #[arg(long)]
     pub nccl: bool,
+    /// Also run all_reduce between the hosts pair by pair (the pair
+    /// stage's schedule and --budget, communicators split per round):
+    /// busbw per pair in the matrix, on a rail named "nccl".
+    #[arg(long)]
+    pub nccl_pairs: bool,
     /// The collectives to run, each as its *_perf benchmark.
     #[arg(long, value_name = "T1,T2,...", value_delimiter = ',', default_value = "all_reduce",
           value_parser = TESTS)]
@@ -940,6 +945,7 @@ mod tests {
     fn args(tests: &[&str], backend: &str) -> NcclArgs {
         NcclArgs {
             nccl: true,
+            nccl_pairs: false,
             nccl_tests: tests.iter().map(|s| s.to_string()).collect(),
             nccl_args: "-b 8 -e 64 -f 2 -c 1".into(),
             nccl_backend: backend.into(),

@@ -50,6 +50,20 @@ pub struct PairArgs {
         allow_hyphen_values = true
     )]
     pub perf_args: String,
+    /// After the bandwidth rounds, erdma-perf write_lat between every pair
+    /// the schedule meets (rail 0): median and p99 per cell, and the hosts
+    /// and paths whose latency is over the cluster's.
+    #[arg(long, requires = "pairs")]
+    pub latency: bool,
+    /// erdma-perf options of the latency runs, after the path options of
+    /// --perf-args (-x, -m, -i, -c, -T, -L, --tclass, -R, -z).
+    #[arg(
+        long,
+        value_name = "OPTIONS",
+        default_value = super::latency::DEFAULT_ARGS,
+        allow_hyphen_values = true
+    )]
+    pub latency_args: String,
     /// TCP port of the first run's exchange; each run takes the next one
     /// (the next N with N ranks on one host: one port for each).
     #[arg(long, value_name = "PORT", default_value_t = 18600)]
@@ -119,6 +133,7 @@ impl PairRun {
         };
         match self.rail {
             Some(0) => String::new(),
+            Some(super::ncclpairs::RAIL) => "-nccl".into(),
             Some(k) => format!("-rail{k}"),
             None => format!(
                 "-{}-{}",
@@ -159,7 +174,11 @@ pub fn check_ports(a: &PairArgs, size: usize) -> Result<(), String> {
         .unwrap_or(1);
     // The main rounds and the most retest rounds.
     let steps = rounds(size) + super::schedule::retest_rounds(size);
-    let runs = 2 * (steps * combos(rails, a.cross_rails).len()) as u32;
+    let mut runs = 2 * (steps * combos(rails, a.cross_rails).len()) as u32;
+    // --latency: the main rounds again on one rail, after them.
+    if a.latency {
+        runs += 2 * rounds(size) as u32;
+    }
     if u32::from(a.pair_port) + runs > 65535 {
         return Err(format!(
             "--pair-port {}: {size} ranks need {runs} ports from there: take a lower port",
@@ -947,10 +966,18 @@ impl Matrix {
     /// The text section (`labels[i]`: rank i's name).
     pub fn render_text(&self, labels: &[String]) -> String {
         let n = self.gbps.len();
-        let mut s = format!(
-            "# NIC pairs: erdma-perf {}, BW average in Gb/s (row: client, column: server)\n",
-            self.test
-        );
+        let nccl = super::ncclpairs::RAIL;
+        let mut s = if !self.rails.is_empty() && self.rails.iter().all(|r| r.rail == nccl) {
+            format!(
+                "# NCCL pairs: {} busbw x 8 in Gb/s (each pair's cells alike)\n",
+                super::ncclpairs::TEST
+            )
+        } else {
+            format!(
+                "# NIC pairs: erdma-perf {}, BW average in Gb/s (row: client, column: server)\n",
+                self.test
+            )
+        };
         if n < 2 {
             s.push_str("one rank: no pair to measure\n");
             return s;
@@ -965,7 +992,14 @@ impl Matrix {
                 .iter()
                 .map(|d| d.clone().unwrap_or_else(|| "default".into()))
                 .collect();
-            s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
+            if r.rail == nccl {
+                s.push_str(&format!(
+                    "rail nccl: {} busbw x 8 in Gb/s (each pair's cells alike)\n",
+                    super::ncclpairs::TEST
+                ));
+            } else {
+                s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
+            }
             s.push_str(&grid(&r.gbps, labels, &planned));
         }
         s.push_str(&self.not_measured_line());
@@ -1158,6 +1192,8 @@ mod tests {
             pair_port: 18600,
             no_verify: false,
             cross_rails: false,
+            latency: false,
+            latency_args: super::super::latency::DEFAULT_ARGS.into(),
         }
     }
 

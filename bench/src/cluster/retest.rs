@@ -106,6 +106,18 @@ pub struct Plan {
     pub good: usize,
 }
 
+impl Plan {
+    /// Both plans as one (the NIC pairs' and the NCCL pairs', each run on
+    /// its own network): the suspects and rounds of both, in order.
+    pub fn merge(mut self, other: Plan) -> Plan {
+        self.suspects.extend(other.suspects);
+        self.rounds.extend(other.rounds);
+        self.left += other.left;
+        self.good = self.good.min(other.good);
+        self
+    }
+}
+
 /// The retest of the first pass's diagnosis `d` of `hosts` ranks, in at
 /// most `max_rounds` rounds.
 pub fn plan(d: &Diagnosis, hosts: usize, max_rounds: usize) -> Plan {

@@ -1107,6 +1107,8 @@ fn gather(
         retest: None,
         port_rate: super::PortRate::Off,
         min_effect: None,
+        nccl_pairs: None,
+        latency: None,
     };
     let meta = RunMeta::now("erdma-cluster");
     let judgement = super::Judgement::of(&reports, &across, &stages);

@@ -752,3 +752,173 @@ fn a_host_is_its_machine_not_its_short_name() {
             .starts_with(&crate::nccltests::bootstrap::hosthash::short_hostname())
     );
 }
+
+/// The NIC pairs and the NCCL pairs in one matrix: the NCCL pairs on their
+/// own rail, named "nccl" in the text, the JSON, report.html and the
+/// diagnosis's words; a host slow in NCCL only (its NICs fine) is named
+/// on that rail.
+#[test]
+fn nccl_pairs_are_a_rail_of_their_own_judged_with_the_nics() {
+    let hosts = ["a", "b", "c", "d"];
+    let raw: Vec<Vec<u8>> = hosts.iter().map(|h| doc(h, &good())).collect();
+    let mut cells = Vec::new();
+    for c in 0..4 {
+        for s in (0..4).filter(|&s| s != c) {
+            cells.push((c, s, 20.0));
+        }
+    }
+    let nics = ranks_runs(4, &cells);
+    // NCCL: host c's pairs at 1 GB/s, the others at 10 (busbw).
+    let nccl_doc = |busbw: f64| {
+        serde_json::json!({"results": [{"size": 1048576, "count": 262144, "type": "float",
+            "out_of_place": {"alg_bw": busbw, "bus_bw": busbw, "time": 1.0, "nwrong": 0}}]})
+    };
+    let mut per = vec![Vec::new(); 4];
+    for a in 0..4 {
+        for b in (a + 1)..4 {
+            let g = if a == 2 || b == 2 { 1.0 } else { 10.0 };
+            for me in [a, b] {
+                per[me].extend(
+                    ncclpairs::runs_of(me, (a, b), 0, None, Some(nccl_doc(g)), "x")
+                        .iter()
+                        .map(pairs::PairRun::to_json),
+                );
+            }
+        }
+    }
+    let nccl: Vec<Vec<u8>> = per
+        .into_iter()
+        .map(|v| Value::Array(v).to_string().into_bytes())
+        .collect();
+    let pair_raw = ncclpairs::join(Some(&nics), &nccl);
+    let plan = nccl::Plan {
+        backend: "mpi".into(),
+        gpus: 1,
+        why: "backend mpi: no GPU; this stage measures MPI over TCP/shared memory, not NCCL".into(),
+        no_host_stage: None,
+    };
+    let g = Gathered {
+        nccl_pairs: Some(ncclpairs::describe(&plan)),
+        ..Default::default()
+    };
+    let report = |a: &[&str]| {
+        let args = Args::try_parse_from(a).unwrap();
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let code = report_with(&args, &meta("a"), &raw, Some(&pair_raw), &g, &mut o, &mut e);
+        (code, String::from_utf8(o).unwrap())
+    };
+    let (_, text) = report(&["erdma-cluster", "--pairs", "--nccl-pairs"]);
+    assert!(
+        text.contains("# NCCL pairs: all_reduce between every pair the schedule meets"),
+        "{text}"
+    );
+    assert!(text.contains("not NCCL\n"), "{text}");
+    assert!(text.contains("rail 0 (rxe0, rxe0, rxe0, rxe0)\n"), "{text}");
+    assert!(
+        text.contains("rail nccl: all_reduce busbw x 8 in Gb/s"),
+        "{text}"
+    );
+    let (_, j) = report(&["erdma-cluster", "--pairs", "--nccl-pairs", "--json"]);
+    let v: Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["pairs"]["nccl"]["backend"], "mpi");
+    let rails = v["pairs"]["rails"].as_array().unwrap();
+    assert_eq!(rails[1]["rail"], ncclpairs::RAIL);
+    assert_eq!(rails[1]["gbps"][0][1], 80.0);
+    assert_eq!(rails[1]["gbps"][3][2], 8.0);
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 1, "{v}");
+    assert_eq!(verdicts[0]["hosts"], serde_json::json!(["c"]));
+    assert_eq!(verdicts[0]["nic"], 1, "{v}");
+    assert!(
+        verdicts[0]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("rail nccl:"),
+        "{}",
+        verdicts[0]
+    );
+    let page = html::render(&v);
+    assert!(
+        page.contains("<h3>rail nccl: all_reduce busbw x 8 in Gb/s"),
+        "{page}"
+    );
+}
+
+/// `--latency`: the latency runs gathered beside the pair matrix become
+/// their own matrix (median and p99), a delayed link is a warning verdict
+/// in the text and the JSON, and the job's status is at least a warning.
+#[test]
+fn latency_cells_and_a_delayed_link_in_the_report() {
+    let hosts = ["a", "b", "c", "d"];
+    let raw: Vec<Vec<u8>> = hosts.iter().map(|h| doc(h, &good())).collect();
+    let mut cells = Vec::new();
+    for c in 0..4 {
+        for s in (0..4).filter(|&s| s != c) {
+            cells.push((c, s, 20.0));
+        }
+    }
+    let pair_raw = ranks_runs(4, &cells);
+    // Latency: 3 us everywhere but a <-> d, delayed to 13 us.
+    let mut per = vec![Vec::new(); 4];
+    for &(c, s, _) in &cells {
+        let m = if (c, s) == (0, 3) || (c, s) == (3, 0) {
+            13.0
+        } else {
+            3.0 + 0.1 * c as f64
+        };
+        let mut run: Value = side(c, s, "client", None);
+        run["doc"] = serde_json::json!({"results": [{"t_typical_us": m, "t_p99_us": m + 2.0}]});
+        per[c].push(run);
+        per[s].push(side(c, s, "server", None));
+    }
+    let lat: Vec<Vec<u8>> = per
+        .into_iter()
+        .map(|v| Value::Array(v).to_string().into_bytes())
+        .collect();
+    let g = Gathered {
+        latency: Some((lat, 2.5)),
+        ..Default::default()
+    };
+    let report = |a: &[&str]| {
+        let args = Args::try_parse_from(a).unwrap();
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let code = report_with(&args, &meta("a"), &raw, Some(&pair_raw), &g, &mut o, &mut e);
+        (code, String::from_utf8(o).unwrap())
+    };
+    let (_, text) = report(&["erdma-cluster", "--pairs", "--latency"]);
+    assert!(
+        text.contains("# latency: erdma-perf write_lat, median (p99) in us"),
+        "{text}"
+    );
+    assert!(text.contains("13.00 (15.00)"), "{text}");
+    assert!(
+        text.contains("warn  latency link      a <-> d: latency 13.00 us and 13.00 us"),
+        "{text}"
+    );
+    let (_, j) = report(&["erdma-cluster", "--pairs", "--latency", "--json"]);
+    let v: Value = serde_json::from_str(&j).unwrap();
+    let l = &v["latency"];
+    assert_eq!(l["status"], "warn", "{l}");
+    assert_eq!(l["median_us"][0][3], 13.0);
+    assert_eq!(l["p99_us"][3][0], 15.0);
+    assert_eq!(l["wall_s"], 2.5);
+    assert_eq!(l["verdicts"][0]["kind"], "link");
+    assert_eq!(l["verdicts"][0]["hosts"], serde_json::json!(["a", "d"]));
+    // The doctor's checks of these fake hosts warn or pass; the latency
+    // verdict makes the job at least a warning.
+    assert_ne!(v["status"], "ok", "{}", v["status"]);
+    let page = html::render(&v);
+    assert!(page.contains("<h2 id=\"latency\">Latency"), "{page}");
+    assert!(
+        page.contains("<b>link</b> a &lt;-&gt; d: latency 13.00 us"),
+        "{page}"
+    );
+    assert!(page.contains(">13 (15)</td>"), "{page}");
+    let opt = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    if let Err(e) = roxmltree::Document::parse_with_options(&page, opt) {
+        panic!("report.html is not well-formed: {e}\n{page}");
+    }
+}

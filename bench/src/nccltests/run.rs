@@ -56,6 +56,29 @@ pub fn run_embedded(coll: &'static Collective, argv: &[String], color: Option<i3
     Embedded { code, text }
 }
 
+/// [`run_embedded`] with every rank of this process waiting `slow_ms` ms
+/// before each collective (the `slow:R` hook of [`super::hooks`] for this
+/// process, whatever its rank in the split communicator): erdma-cluster's
+/// test hook for a slow host in its NCCL pairs.
+pub fn run_embedded_slowed(
+    coll: &'static Collective,
+    argv: &[String],
+    color: Option<i32>,
+    slow_ms: Option<u64>,
+) -> Embedded {
+    *SLOWED.lock().unwrap_or_else(|p| p.into_inner()) = slow_ms;
+    let done = run_embedded(coll, argv, color);
+    *SLOWED.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    done
+}
+
+/// [`run_embedded_slowed`]'s wait, while it runs with one.
+static SLOWED: Mutex<Option<u64>> = Mutex::new(None);
+
+fn embedded_slow() -> Option<u64> {
+    *SLOWED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// [`run_embedded`]'s color, while it runs with one.
 fn embedded_color() -> Option<i32> {
     *SPLIT.lock().unwrap_or_else(|p| p.into_inner())
@@ -388,7 +411,13 @@ fn run_opened(
     out.nranks = nranks;
     let id = unique_id(&*be, &**boot, pl)?;
     let slots = thread_slots(&opts, pl, first_dev);
-    let hooks = Hooks::from_env();
+    let mut hooks = Hooks::from_env();
+    // Embedded with a wait (erdma-cluster's slow hook in the NCCL pairs):
+    // every rank of this process waits, in whichever communicator.
+    if let Some(ms) = embedded_slow() {
+        hooks.slow.extend(slots.iter().flatten().map(|s| s.rank));
+        hooks.slow_ms = ms;
+    }
     let sync = ProcessSync::new(opts.nthreads as usize, boot.clone());
     // Embedded with a color (erdma-cluster's host stage): each group's own
     // numbers; NCCL_TESTS_SPLIT keeps nccl-tests' average over all.

@@ -22,6 +22,8 @@ pub struct Watch {
     /// (last progress, last look at the peer), from the first check on.
     times: Option<(Instant, Instant)>,
     timeout: Duration,
+    /// The peer may end its test now (see [`Watch::peer_may_leave`]).
+    peer_may_leave: bool,
 }
 
 impl Watch {
@@ -32,7 +34,18 @@ impl Watch {
             progressed: false,
             times: None,
             timeout,
+            peer_may_leave: false,
         }
+    }
+
+    /// This wait may outlast the peer's test: its leaving is not a failure
+    /// (only `--timeout` without progress is). write_lat's last completion:
+    /// the peer ends once it has seen this side's last message, and its
+    /// exchange connection may close before the acknowledgement of that
+    /// message comes back (a long path: seen with 30 ms of tc netem delay).
+    pub fn peer_may_leave(mut self) -> Watch {
+        self.peer_may_leave = true;
+        self
     }
 
     /// Something completed.
@@ -69,7 +82,7 @@ impl Watch {
             )));
         }
         let stalled = now - *last_progress;
-        if now - *last_peer_check >= PEER_CHECK {
+        if !self.peer_may_leave && now - *last_peer_check >= PEER_CHECK {
             *last_peer_check = now;
             if comm.peer_gone() {
                 return Err(PerfError::Peer(format!(
@@ -84,5 +97,57 @@ impl Watch {
             std::thread::yield_now();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that has left.
+    struct Gone;
+
+    impl Comm for Gone {
+        fn send(&mut self, _: &[u8], _: &str) -> PerfResult<()> {
+            Ok(())
+        }
+        fn recv(&mut self, _: &mut [u8], _: &str) -> PerfResult<()> {
+            Ok(())
+        }
+        fn set_timeout(&mut self, _: Option<Duration>) {}
+        fn peer_gone(&mut self) -> bool {
+            true
+        }
+        fn peer(&self) -> String {
+            "peer".into()
+        }
+        fn method(&self) -> &'static str {
+            "Ethernet"
+        }
+        fn recv_record(&mut self, _: usize, _: &str) -> PerfResult<Vec<u8>> {
+            Ok(Vec::new())
+        }
+    }
+
+    /// Idles `w` for `d` (every idle round, as a measurement loop does).
+    fn idle_for(w: &mut Watch, d: Duration) -> PerfResult<()> {
+        let t0 = Instant::now();
+        while t0.elapsed() < d {
+            w.idle(&mut Gone, || "the completion".into())?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_peer_that_left_fails_the_wait_unless_it_may() {
+        let wait = Duration::from_millis(100);
+        let e = idle_for(&mut Watch::new(Duration::from_secs(30)), wait).unwrap_err();
+        assert!(e.to_string().contains("went away during the test"), "{e}");
+        let mut w = Watch::new(Duration::from_secs(30)).peer_may_leave();
+        idle_for(&mut w, wait).unwrap();
+        // --timeout still bounds it.
+        let mut w = Watch::new(Duration::from_millis(50)).peer_may_leave();
+        let e = idle_for(&mut w, Duration::from_secs(5)).unwrap_err();
+        assert!(e.to_string().contains("nothing completed"), "{e}");
     }
 }
