@@ -121,6 +121,12 @@ fn gpu_count() -> usize {
     erdma::cuda::device_count().unwrap_or(0)
 }
 
+/// The memory this rank's host may still take (the collectives' memory
+/// check: MemAvailable, or the memory cgroup's room when less).
+fn room_now() -> Option<u64> {
+    crate::nccltests::alloc::room().map(|r| r.bytes)
+}
+
 /// `ERDMA_CLUSTER_HOOK=hosts-apart:K` (tests; with others, comma-separated):
 /// the NCCL stage takes ranks K*i .. K*i+K-1 for host i, so that one
 /// machine runs the per-host communicators as a cluster would.
@@ -646,21 +652,30 @@ pub fn run() -> i32 {
     // (the lost rank's verdict says so).
     let nccl_on = args.nccl.nccl && world.lost().is_empty();
     if nccl_on {
-        let gpus = world.all_gather(&(gpu_count() as u64).to_le_bytes(), "counting the GPUs");
-        let gpus: Vec<usize> = gpus
+        // Each rank's GPUs and the memory its host may still take (u64::MAX:
+        // unknown), for the backend and the sizes.
+        let mut mine = (gpu_count() as u64).to_le_bytes().to_vec();
+        mine.extend(room_now().unwrap_or(u64::MAX).to_le_bytes());
+        let got = world.all_gather(&mine, "counting the GPUs and the memory");
+        let word = |b: &Vec<u8>, i: usize| {
+            b.get(8 * i..8 * i + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes)
+        };
+        let gpus: Vec<usize> = got
             .iter()
-            .map(|b| {
-                b.get(..8)
-                    .and_then(|b| b.try_into().ok())
-                    .map_or(0, u64::from_le_bytes) as usize
-            })
+            .map(|b| word(b, 0).unwrap_or(0) as usize)
+            .collect();
+        let rooms: Vec<Option<u64>> = got
+            .iter()
+            .map(|b| word(b, 1).filter(|&r| r != u64::MAX))
             .collect();
         let nh = nccl_hosts(hosts.clone());
         let on_host: Vec<usize> = nh
             .iter()
             .map(|h| nh.iter().filter(|x| *x == h).count())
             .collect();
-        let plan = nccl::plan(&args.nccl, &gpus, &on_host);
+        let plan = nccl::plan(&args.nccl, &gpus, &on_host, &rooms);
         let nfirst = cluster::first_of_host(&nh)[rank];
         let mut meet = || nccl_meet(&world);
         let mine = nccl_runs(&args, rank, &nh, &plan, nfirst, &mut meet);
@@ -740,7 +755,7 @@ pub fn run() -> i32 {
     let report = local_report(&args, &host);
     if args.nccl.nccl {
         let hosts = cluster::host_names(std::slice::from_ref(&report));
-        let plan = nccl::plan(&args.nccl, &[gpu_count()], &[1]);
+        let plan = nccl::plan(&args.nccl, &[gpu_count()], &[1], &[room_now()]);
         let mine = nccl_runs(&args, 0, &hosts, &plan, true, &mut || true);
         gathered.nccl = Some((plan.clone(), vec![mine]));
     }

@@ -365,7 +365,7 @@ impl Shared {
                 });
             }
             drop(q);
-            crate::nccltests::job::check()?;
+            crate::nccltests::job::check_collective()?;
             q = lock(&self.queue);
             q = self
                 .finished
