@@ -131,7 +131,7 @@ pub const MIN_PAIRS_TIMEOUT_S: u64 = 45;
     after_help = "Run: mpirun -np N --map-by ppr:1:node erdma-cluster [--out DIR] [--pairs] \
                   [--nccl] [--baseline DIR]\n\
                   Exit status: 0 every check ok on every host; 1 a warning; 2 a failure (a pair or \
-                  NCCL run failed, a stage under --fail-below x its --baseline, bytes not over RDMA, \
+                  NCCL run failed or ran out of time at --nccl-deadline, a stage under --fail-below x its --baseline, bytes not over RDMA, \
                   a host/NIC/link verdict the retest confirmed); 3 bad arguments; 4 a \
                   report could not be written or read, or --drain=apply's scontrol failed; 5 a rank was lost (no answer within \
                   --timeout in a stage: stopped, hung or gone) or MPI failed."
@@ -1258,6 +1258,7 @@ fn later_stages(
         expected: nccl::expected_busbw(slowest, nics),
         baseline: args.baseline.as_deref().map(|d| (d, args.fail_below)),
         lost: &g.lost,
+        deadline_s: nccl::deadline_s(&args.nccl, args.timeout),
     };
     let (rep, runs) = nccl::Report::from_ranks(&ctx, plan.clone(), raw)?;
     let docs: Vec<Value> = reports.iter().map(|r| r.doc.clone()).collect();

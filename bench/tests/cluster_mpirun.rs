@@ -4,10 +4,12 @@
 #![allow(clippy::disallowed_methods)] // a test reads and writes its files directly
 #![cfg(feature = "mpi")]
 
+mod cgroup_common;
 mod cluster_common;
 
 use std::time::{Duration, Instant};
 
+use cgroup_common::Cgroup;
 use cluster_common::{check, launcher, mpirun, mpirun_env, mpirun_with, output};
 
 fn has_rdma() -> bool {
@@ -1039,4 +1041,143 @@ fn nccl_pairs_fill_the_matrix_and_name_a_slow_host() {
         hosts[0]
     );
     assert_eq!(hosts[0]["retested"], true, "{}", hosts[0]);
+}
+
+/// Issue 33 row 2: the NCCL stage's default sizes are chosen for the
+/// backend and the memory of each host. In a cgroup of 896 MiB, 2 ranks
+/// of the old fixed sizes (-e 64M: 3 buffers and 256 MiB of staged copies
+/// each, 896 MiB in all) are refused by the collectives' memory check and
+/// the stage fails; with the defaults the job picks 1M..4M (the largest
+/// whose buffers take at most half the room of the cgroup), says so in
+/// the JSON, the text and report.html, and both runs pass.
+#[test]
+fn the_nccl_stage_sizes_fit_the_memory_of_the_host() {
+    if has_rdma() {
+        eprintln!("this host has RDMA: rig_cluster.rs checks it");
+        return;
+    }
+    let Some(cg) = Cgroup::new("nccl-sizes", 896 << 20) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("erdma-cluster-sizes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let job = |extra: &[&str]| {
+        let mut c = launcher(&[], &[]);
+        c.args(["-np", "2"])
+            .arg(env!("CARGO_BIN_EXE_erdma-cluster"))
+            .args(["--json", "--skip", "gpu", "--nccl", "--out"])
+            .arg(&dir)
+            .args(extra);
+        let (code, out, err) = output(cg.wrap(&c));
+        // rdma.devices fails without RDMA: 2 (never 137, killed).
+        assert_eq!(code, Some(2), "{out}{err}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+        v
+    };
+    // The old behaviour: -e 64M does not fit, the memory check says so.
+    let v = job(&["--nccl-args", "-b 1M -e 64M -f 4 -w 2 -n 10 -c 1"]);
+    let c = nccl_stage(&v, "cluster", "all_reduce");
+    assert_eq!(c["status"], "fail", "{c}");
+    let e = c["error"].as_str().unwrap();
+    assert!(
+        e.contains("cannot hold the buffers of its ranks (the memory cgroup "),
+        "{e}"
+    );
+    // The defaults: chosen for backend mpi and the cgroup's room.
+    let v = job(&[]);
+    let n = &v["nccl"];
+    assert_eq!(n["backend"], "mpi");
+    assert_eq!(n["args"], "-b 1M -e 4M -f 4 -w 2 -n 10 -c 1", "{n}");
+    assert_eq!(n["skipped"], serde_json::Value::Null, "{n}");
+    let why = n["why"].as_str().unwrap();
+    let sizes = "sizes 1M..4M chosen for backend mpi and 0.";
+    assert!(why.contains(sizes), "{why}");
+    assert!(
+        why.contains(" GB available (rank ")
+            && why.contains("'s host, for its 2 rank(s); the buffers take at most 1/2; "),
+        "{why}"
+    );
+    for name in ["host ", "cluster"] {
+        let s = nccl_stage(&v, name, "all_reduce");
+        assert_eq!(s["status"], "ok", "{s}");
+        let sizes: Vec<u64> = s["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, [1 << 20, 4 << 20], "{s}");
+        assert!(
+            s["rerun"]
+                .as_str()
+                .unwrap()
+                .ends_with("--nccl-args '-b 1M -e 4M -f 4 -w 2 -n 10 -c 1'"),
+            "{s}"
+        );
+    }
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains(sizes), "report.html does not say the sizes");
+    let whole: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("cluster.json")).unwrap()).unwrap();
+    assert_eq!(whole["nccl"]["why"], why);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 33 row 11: a run that would not end ends at its --nccl-deadline.
+/// `-N 100000000` cycles of one size: the ranks agree after the size they
+/// were running; `-n 2000000000` iterations of one size: stopped within
+/// it, -T (--timeout) after the deadline. Every stage fails as out of time
+/// naming its ranks, the report is written, no rank is lost and the next
+/// run (the cluster's after the host's) starts in step.
+#[test]
+fn an_endless_nccl_run_ends_at_its_deadline() {
+    if has_rdma() {
+        return;
+    }
+    endless_run_ends("-b 8 -e 8 -N 100000000 -n 1 -w 0 -c 0");
+    endless_run_ends("-b 8 -e 8 -n 2000000000 -w 0 -c 0");
+}
+
+fn endless_run_ends(nccl_args: &str) {
+    let t = Instant::now();
+    let (code, out, err) = mpirun(
+        2,
+        &[
+            "--json",
+            "--skip",
+            "gpu",
+            "--nccl",
+            "--nccl-args",
+            nccl_args,
+            "--nccl-deadline",
+            "3",
+            "--timeout",
+            "5",
+        ],
+    );
+    let took = t.elapsed();
+    assert_eq!(code, Some(2), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+    for name in ["host ", "cluster"] {
+        let s = nccl_stage(&v, name, "all_reduce");
+        assert_eq!(s["status"], "fail", "{s}");
+        let e = s["error"].as_str().unwrap();
+        assert!(
+            e.starts_with(
+                "the stage ran out of time (--nccl-deadline 3 s; the rows measured before are kept): rank 0,1: exit 4: "
+            ) && e.contains(": Test deadline (3s) ran out of time")
+                && !e.contains("lost"),
+            "{e}"
+        );
+        // Stopped after a size: its rows so far came back.
+        assert!(!s["rows"].as_array().unwrap().is_empty(), "{s}");
+    }
+    let problems = v["problems"].as_array().unwrap();
+    assert!(
+        problems.iter().all(|p| p["id"] != "cluster.lost"),
+        "{problems:?}"
+    );
+    // Two runs of at most 3 + 5 s, the rest the job's own start and
+    // checks: far from endless, with room for a busy machine.
+    assert!(took < Duration::from_secs(150), "{nccl_args}: {took:?}");
 }

@@ -121,6 +121,12 @@ fn gpu_count() -> usize {
     erdma::cuda::device_count().unwrap_or(0)
 }
 
+/// The memory this rank's host may still take (the collectives' memory
+/// check: MemAvailable, or the memory cgroup's room when less).
+fn room_now() -> Option<u64> {
+    crate::nccltests::alloc::room().map(|r| r.bytes)
+}
+
 /// `ERDMA_CLUSTER_HOOK=hosts-apart:K` (tests; with others, comma-separated):
 /// the NCCL stage takes ranks K*i .. K*i+K-1 for host i, so that one
 /// machine runs the per-host communicators as a cluster would.
@@ -444,7 +450,7 @@ impl cluster::job::Network for NcclNet<'_> {
             let _ = std::fs::remove_file(&tmp);
             let path = tmp.to_string_lossy().into_owned();
             let argv = nccl::argv(
-                &self.args.nccl,
+                &self.plan.args,
                 ncclpairs::TEST,
                 &self.plan.backend,
                 self.plan.gpus,
@@ -456,6 +462,7 @@ impl cluster::job::Network for NcclNet<'_> {
                     c,
                     &argv,
                     Some(colors[rank]),
+                    nccl::deadline_s(&self.args.nccl, self.args.timeout),
                     nccl_slow_hook(rank),
                 ),
                 // Not reached: all_reduce is one of the collectives.
@@ -505,17 +512,27 @@ fn nccl_slow_hook(rank: usize) -> Option<u64> {
     (target == Some(rank)).then_some(ms)
 }
 
-/// Every rank's GPU count, on every rank.
+/// Each rank's GPUs and the memory its host may still take (none:
+/// unknown), for the NCCL stage's backend and sizes.
 #[cfg(feature = "mpi")]
-fn gpu_counts(world: &world::World) -> Vec<usize> {
-    let gpus = world.all_gather(&(gpu_count() as u64).to_le_bytes(), "counting the GPUs");
-    gpus.iter()
-        .map(|b| {
-            b.get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, u64::from_le_bytes) as usize
-        })
-        .collect()
+fn gpus_and_rooms(world: &world::World) -> (Vec<usize>, Vec<Option<u64>>) {
+    let mut mine = (gpu_count() as u64).to_le_bytes().to_vec();
+    mine.extend(room_now().unwrap_or(u64::MAX).to_le_bytes());
+    let got = world.all_gather(&mine, "counting the GPUs and the memory");
+    let word = |b: &Vec<u8>, i: usize| {
+        b.get(8 * i..8 * i + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    };
+    let gpus = got
+        .iter()
+        .map(|b| word(b, 0).unwrap_or(0) as usize)
+        .collect();
+    let rooms = got
+        .iter()
+        .map(|b| word(b, 1).filter(|&r| r != u64::MAX))
+        .collect();
+    (gpus, rooms)
 }
 
 /// How many ranks share each rank's host.
@@ -540,8 +557,8 @@ fn nccl_pair_stage(
     reports: &[Vec<u8>],
     world: &world::World,
 ) -> (cluster::job::PairStage, cluster::steps::JobPlan, nccl::Plan) {
-    let gpus = gpu_counts(world);
-    let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(hosts));
+    let (gpus, rooms) = gpus_and_rooms(world);
+    let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(hosts), &rooms);
     let jp = cluster::job_plan_or_full(args, hosts.len(), 1);
     if rank == 0 {
         let line = format!(
@@ -933,9 +950,9 @@ pub fn run() -> i32 {
     // (the lost rank's verdict says so).
     let nccl_on = args.nccl.nccl && world.lost().is_empty();
     if nccl_on {
-        let gpus = gpu_counts(&world);
+        let (gpus, rooms) = gpus_and_rooms(&world);
         let nh = nccl_hosts(hosts.clone());
-        let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(&nh));
+        let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(&nh), &rooms);
         let nfirst = cluster::first_of_host(&nh)[rank];
         let mut meet = || nccl_meet(&world);
         let mine = nccl_runs(&args, rank, &nh, &plan, nfirst, &mut meet);
@@ -1015,7 +1032,7 @@ pub fn run() -> i32 {
     let report = local_report(&args, &host);
     if args.nccl.nccl {
         let hosts = cluster::host_names(std::slice::from_ref(&report));
-        let plan = nccl::plan(&args.nccl, &[gpu_count()], &[1]);
+        let plan = nccl::plan(&args.nccl, &[gpu_count()], &[1], &[room_now()]);
         let mine = nccl_runs(&args, 0, &hosts, &plan, true, &mut || true);
         gathered.nccl = Some((plan.clone(), vec![mine]));
     }

@@ -1555,6 +1555,9 @@ fn nccl(doc: &Value) -> String {
             _ => String::new(),
         }
     );
+    if let Some(why) = n["skipped"].as_str() {
+        let _ = write!(s, "<p>{} {}</p>", badge("warn"), esc(why));
+    }
     let mut series = Vec::new();
     let mut expected = Vec::new();
     let mut legend = String::new();

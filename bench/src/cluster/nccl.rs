@@ -20,21 +20,166 @@ use crate::nccltests::colls::{self, Collective};
 /// 1 GiB), data checked.
 pub const DEFAULT_ARGS: &str = "-b 1M -e 1G -f 4 -w 2 -n 10 -c 1";
 
-/// [`DEFAULT_ARGS`] on host memory (the `mpi` and `host` backends): up to
-/// 64 MiB. Each rank holds its 3 buffers and the MPI backend's staged
-/// copies (at most 256 MiB): about 450 MB a rank instead of 4 GB, so the
-/// ranks of a host without GPUs fit in a few GB; a run that still cannot
-/// fit is refused by the collectives' memory check (exit 2, the stage
-/// failed with the reason), never killed by the kernel.
-pub const DEFAULT_HOST_ARGS: &str = "-b 1M -e 64M -f 4 -w 2 -n 10 -c 1";
+/// The largest size the default sweep takes on host memory (the `mpi` and
+/// `host` backends), however much memory there is: each size x4 takes 4x
+/// as long, and 64 MiB already leaves the caches (about 450 MB a rank
+/// with the MPI backend's staged copies).
+pub const HOST_MAX_BYTES: usize = 64 << 20;
 
-/// The options a run on `backend` gets: `--nccl-args`, or when left at
-/// [`DEFAULT_ARGS`] on host memory, [`DEFAULT_HOST_ARGS`].
-pub fn stage_args<'a>(a: &'a NcclArgs, backend: &str) -> &'a str {
-    if backend != "nccl" && a.nccl_args == DEFAULT_ARGS {
-        DEFAULT_HOST_ARGS
-    } else {
-        &a.nccl_args
+/// The share of a host's room ([`crate::nccltests::alloc::room`]:
+/// MemAvailable, or its memory cgroup's room when less) that the default
+/// sweep's buffers may take, all ranks of the host together: 1/2. The rest
+/// is for the processes themselves, MPI's shared memory and whatever else
+/// the host runs; the collectives' own check then still passes.
+pub const ROOM_SHARE_DIVISOR: u64 = 2;
+
+/// What each rank holds besides its buffers while a run lasts (its
+/// communicator, MPI's buffers for it), counted with them when sizes are
+/// chosen.
+pub const RANK_OVERHEAD_BYTES: usize = 16 << 20;
+
+/// The largest sizes (`-e`) the default sweep on host memory tries, the
+/// largest first; `-b` is 1 MiB, or `-e` when smaller.
+const HOST_CANDIDATES: [usize; 12] = [
+    64 << 20,
+    16 << 20,
+    4 << 20,
+    1 << 20,
+    256 << 10,
+    64 << 10,
+    16 << 10,
+    4 << 10,
+    1 << 10,
+    256,
+    64,
+    16,
+];
+
+/// The sizes a stage runs: its options, the sentence that says how they
+/// were chosen (None: given by `--nccl-args`), and why it cannot run at
+/// all (no size fits some host).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fit {
+    /// The benchmark's options, sizes included.
+    pub args: String,
+    /// `sizes 1M..4M chosen for backend mpi and 1.20 GB available (...)`.
+    pub sizes: Option<String>,
+    /// Why the stage is skipped.
+    pub skip: Option<String>,
+}
+
+/// `4194304` -> `4M` (the collectives' own size suffixes).
+fn size_word(b: usize) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+/// The sizes of the stage on `backend`: `--nccl-args` when given; on NCCL
+/// [`DEFAULT_ARGS`] (the driver lowers `-e` to what a GPU holds); on host
+/// memory the largest `-e` (at most [`HOST_MAX_BYTES`]) whose buffers,
+/// staged copies and [`RANK_OVERHEAD_BYTES`], for every rank of a host,
+/// fit in 1/[`ROOM_SHARE_DIVISOR`] of that host's room, on every host:
+/// the same memory check the collectives make
+/// ([`crate::nccltests::alloc::check_fits`]). `rooms[i]`: the bytes rank
+/// i's host may still take, as rank i saw it (None: unknown);
+/// `ranks_on_host[i]`: the ranks sharing rank i's host.
+pub fn fit(a: &NcclArgs, backend: &str, ranks_on_host: &[usize], rooms: &[Option<u64>]) -> Fit {
+    use crate::nccltests::alloc::{Room, check_fits, host_holds};
+    use crate::nccltests::options::BackendKind;
+    if a.nccl_args != DEFAULT_ARGS {
+        return Fit {
+            args: a.nccl_args.clone(),
+            sizes: None,
+            skip: None,
+        };
+    }
+    let kind = match backend {
+        "mpi" => BackendKind::Mpi,
+        "host" => BackendKind::Host,
+        _ => {
+            return Fit {
+                args: DEFAULT_ARGS.into(),
+                sizes: Some(format!(
+                    "sizes 1M..1G chosen for backend {backend} (GPU memory: the collectives lower -e to what each GPU holds)"
+                )),
+                skip: None,
+            };
+        }
+    };
+    let args_of = |e: usize| {
+        format!(
+            "-b {} -e {} -f 4 -w 2 -n 10 -c 1",
+            size_word(e.min(1 << 20)),
+            size_word(e)
+        )
+    };
+    let range = |e: usize| {
+        let b = e.min(1 << 20);
+        if b == e {
+            format!("size {}", size_word(e))
+        } else {
+            format!("sizes {}..{}", size_word(b), size_word(e))
+        }
+    };
+    // Each rank's host: its room (as that rank saw it) and its ranks.
+    let hosts: Vec<(usize, u64, usize)> = rooms
+        .iter()
+        .zip(ranks_on_host)
+        .enumerate()
+        .filter_map(|(r, (room, &n))| Some((r, (*room)?, n.max(1))))
+        .collect();
+    let fits = |e: usize| {
+        let (buffers, staged) = host_holds(kind, e, true);
+        hosts.iter().all(|&(_, room, n)| {
+            let share = Room {
+                bytes: room / ROOM_SHARE_DIVISOR,
+                source: String::new(),
+            };
+            check_fits(e, buffers, staged + RANK_OVERHEAD_BYTES, n, Some(&share)).is_ok()
+        })
+    };
+    // The host with the least room per rank says how much there was.
+    let least = hosts
+        .iter()
+        .min_by_key(|&&(_, room, n)| room / n as u64)
+        .copied();
+    let Some((rank, room, n)) = least else {
+        return Fit {
+            args: args_of(HOST_MAX_BYTES),
+            sizes: Some(format!(
+                "{} chosen for backend {backend} (the memory available is unknown)",
+                range(HOST_MAX_BYTES)
+            )),
+            skip: None,
+        };
+    };
+    let gb = room as f64 / 1e9;
+    match HOST_CANDIDATES.into_iter().find(|&e| fits(e)) {
+        Some(e) => Fit {
+            args: args_of(e),
+            sizes: Some(format!(
+                "{} chosen for backend {backend} and {gb:.2} GB available (rank {rank}'s host, for its {n} rank(s); the buffers take at most 1/{ROOM_SHARE_DIVISOR}; give --nccl-args for others)",
+                range(e)
+            )),
+            skip: None,
+        },
+        None => {
+            let smallest = HOST_CANDIDATES[HOST_CANDIDATES.len() - 1];
+            let (buffers, staged) = host_holds(kind, smallest, true);
+            let need = (smallest * buffers + staged + RANK_OVERHEAD_BYTES) * n;
+            Fit {
+                args: args_of(smallest),
+                sizes: None,
+                skip: Some(format!(
+                    "the NCCL stage skipped: it cannot fit at any size on backend {backend}: {gb:.2} GB available on rank {rank}'s host for its {n} rank(s), and even {} needs {need} bytes in 1/{ROOM_SHARE_DIVISOR} of it; free memory there or raise its memory cgroup's limit",
+                    range(smallest)
+                )),
+            }
+        }
     }
 }
 
@@ -77,6 +222,22 @@ pub struct NcclArgs {
     #[arg(long, value_name = "BACKEND", default_value = "auto",
           value_parser = ["auto", "nccl", "mpi", "host"])]
     pub nccl_backend: String,
+    /// Seconds each run of the stage (one collective on a host, or on all)
+    /// may take in all, whatever --nccl-args asks: past it the run stops,
+    /// its stage fails as out of time naming its ranks (the job's exit
+    /// status 2) and the next run starts. Default: 5 x --timeout.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub nccl_deadline: Option<u64>,
+}
+
+/// `--nccl-deadline`'s default: this many times `--timeout`.
+pub const DEADLINE_TIMEOUTS: u64 = 5;
+
+/// The total deadline of each run, in seconds: `--nccl-deadline`, or
+/// [`DEADLINE_TIMEOUTS`] x `timeout_s` (`--timeout`).
+pub fn deadline_s(a: &NcclArgs, timeout_s: u64) -> u64 {
+    a.nccl_deadline
+        .unwrap_or_else(|| timeout_s.saturating_mul(DEADLINE_TIMEOUTS))
 }
 
 /// The collective of a `--nccl-tests` name (`all_reduce` -> AllReduce).
@@ -112,7 +273,7 @@ pub fn check(a: &NcclArgs) -> Result<(), String> {
             a.nccl_args
         ));
     }
-    let argv = argv(a, "all_reduce", "mpi", 1, None, 60);
+    let argv = argv(&a.nccl_args, "all_reduce", "mpi", 1, None, 60);
     let kind = crate::nccltests::options::prescan_backend(&argv);
     let (features, version) = crate::nccltests::backend::probe_features(kind);
     let mut printed = crate::nccltests::options::Printed::default();
@@ -137,9 +298,10 @@ pub fn check(a: &NcclArgs) -> Result<(), String> {
     }
 }
 
-/// The benchmark's command line for one run.
+/// The benchmark's command line for one run with its options `args`
+/// ([`Plan::args`]).
 pub fn argv(
-    a: &NcclArgs,
+    args: &str,
     test: &str,
     backend: &str,
     gpus: usize,
@@ -147,7 +309,7 @@ pub fn argv(
     timeout_s: u64,
 ) -> Vec<String> {
     let mut v = vec![format!("{test}_perf")];
-    v.extend(stage_args(a, backend).split_whitespace().map(String::from));
+    v.extend(args.split_whitespace().map(String::from));
     v.extend([
         "-g".into(),
         gpus.to_string(),
@@ -172,17 +334,23 @@ pub struct Plan {
     pub why: String,
     /// Why the per-host stages do not run (None: they run).
     pub no_host_stage: Option<String>,
+    /// The benchmark's options every run gets ([`fit`]).
+    pub args: String,
+    /// Why no run of the stage is started: no size fits some host ([`fit`]).
+    pub skip: Option<String>,
 }
 
-/// The plan from every rank's GPU count (index = rank) and the ranks per
-/// host (`ranks_on_host[i]`: how many ranks share rank i's host).
-pub fn plan(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
+/// The plan from every rank's GPU count (index = rank), the ranks per
+/// host (`ranks_on_host[i]`: how many ranks share rank i's host) and the
+/// memory each rank's host may still take (`rooms[i]`, see [`fit`]).
+pub fn plan(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize], rooms: &[Option<u64>]) -> Plan {
     let mut p = plan_backend(a, gpus, ranks_on_host);
-    if stage_args(a, &p.backend) != a.nccl_args {
-        p.why.push_str(&format!(
-            "; sizes for host memory: --nccl-args '{DEFAULT_HOST_ARGS}' (give --nccl-args for others)"
-        ));
+    let f = fit(a, &p.backend, ranks_on_host, rooms);
+    if let Some(sizes) = &f.sizes {
+        p.why.push_str(&format!("; {sizes}"));
     }
+    p.args = f.args;
+    p.skip = f.skip;
     // A host's communicator of one rank on one GPU moves nothing (busbw
     // is 0 by definition): skip the per-host stages when every host is so.
     let biggest = ranks_on_host.iter().max().copied().unwrap_or(1) * p.gpus;
@@ -235,6 +403,8 @@ fn plan_backend(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
             gpus: min,
             why: format!("backend nccl: {min} GPU(s) per rank"),
             no_host_stage: None,
+            args: String::new(),
+            skip: None,
         },
         // Built without MPI (a cluster of one): the host backend.
         "auto" if !cfg!(feature = "mpi") => Plan {
@@ -242,6 +412,8 @@ fn plan_backend(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
             gpus: 1,
             why: mpi_why("host"),
             no_host_stage: None,
+            args: String::new(),
+            skip: None,
         },
         "auto" | "mpi" => Plan {
             backend: "mpi".into(),
@@ -252,12 +424,16 @@ fn plan_backend(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
                 mpi_why("mpi")
             },
             no_host_stage: None,
+            args: String::new(),
+            skip: None,
         },
         "host" => Plan {
             backend: "host".into(),
             gpus: 1,
             why: mpi_why("host"),
             no_host_stage: None,
+            args: String::new(),
+            skip: None,
         },
         _ => Plan {
             backend: "nccl".into(),
@@ -267,6 +443,8 @@ fn plan_backend(a: &NcclArgs, gpus: &[usize], ranks_on_host: &[usize]) -> Plan {
                 min.max(1)
             ),
             no_host_stage: None,
+            args: String::new(),
+            skip: None,
         },
     }
 }
@@ -445,6 +623,8 @@ pub struct Context<'a> {
     pub baseline: Option<(&'a std::path::Path, f64)>,
     /// The ranks lost during the job, with why (their runs are missing).
     pub lost: &'a [(usize, String)],
+    /// Each run's total deadline ([`deadline_s`]), in seconds.
+    pub deadline_s: u64,
 }
 
 /// The distinct host names, in rank order.
@@ -469,6 +649,9 @@ pub fn schedule(
     let distinct = distinct_hosts(hosts);
     let color = distinct.iter().position(|h| *h == hosts[rank]).unwrap_or(0) as i32;
     let mut v = Vec::new();
+    if plan.skip.is_some() {
+        return v;
+    }
     for t in &a.nccl_tests {
         if plan.no_host_stage.is_none() {
             v.push((t.clone(), "host".into(), Some(color)));
@@ -518,10 +701,19 @@ pub fn run_rank(
         ));
         let _ = std::fs::remove_file(&tmp);
         let path = tmp.to_string_lossy().into_owned();
-        let argv = argv(a, &test, &plan.backend, plan.gpus, Some(&path), timeout_s);
+        let argv = argv(
+            &plan.args,
+            &test,
+            &plan.backend,
+            plan.gpus,
+            Some(&path),
+            timeout_s,
+        );
         let before = count();
         let done = match collective(&test) {
-            Some(c) => crate::nccltests::run::run_embedded(c, &argv, color),
+            Some(c) => {
+                crate::nccltests::run::run_embedded(c, &argv, color, deadline_s(a, timeout_s))
+            }
             // Not reached: clap took the names from TESTS.
             None => crate::nccltests::run::Embedded {
                 code: 2,
@@ -611,7 +803,12 @@ impl Report {
             |i| format!("host{i}"),
         );
         let mut stages = Vec::new();
-        for t in &ctx.args.nccl_tests {
+        let tests = if plan.skip.is_some() {
+            &[][..]
+        } else {
+            &ctx.args.nccl_tests[..]
+        };
+        for t in tests {
             for (h, label) in distinct
                 .iter()
                 .zip(&labels)
@@ -648,11 +845,14 @@ impl Report {
         Ok((Report { plan, stages }, per_rank))
     }
 
-    /// Fail when a run failed or is under the baseline; ok otherwise.
+    /// Fail when a run failed or is under the baseline; warn when the
+    /// stage was skipped (no size fits a host); ok otherwise.
     pub fn status(&self) -> Status {
+        let skipped = self.plan.skip.is_some().then_some(Status::Warn);
         self.stages
             .iter()
             .map(|s| s.status)
+            .chain(skipped)
             .max()
             .unwrap_or(Status::Ok)
     }
@@ -671,6 +871,8 @@ impl Report {
             "gpus_per_rank": self.plan.gpus,
             "why": self.plan.why,
             "host_stage_skipped": self.plan.no_host_stage,
+            "args": self.plan.args,
+            "skipped": self.plan.skip,
             "status": self.status(),
             "stages": self.stages.iter().map(|s| json!({
                 "name": s.name, "scope": s.scope, "hosts": s.hosts, "ranks": s.ranks,
@@ -691,6 +893,9 @@ impl Report {
             "# NCCL stage: the collectives in-process, {}\n",
             self.plan.why
         );
+        if let Some(why) = &self.plan.skip {
+            s.push_str(&format!("warn  {why}\n"));
+        }
         let w = self
             .stages
             .iter()
@@ -833,10 +1038,20 @@ fn stage(
         status = Status::Fail;
     }
     let error = error.or_else(|| doc.is_none().then(|| "no -J document came back".to_owned()));
+    // Stopped at its deadline (TestError::Deadline): said first.
+    let error = error.map(|e| {
+        if e.contains(": Test deadline (") {
+            format!(
+                "the stage ran out of time (--nccl-deadline {} s; the rows measured before are kept): {e}",
+                ctx.deadline_s
+            )
+        } else {
+            e
+        }
+    });
     let args = format!(
         "--nccl --nccl-tests {test} --nccl-backend {} --nccl-args '{}'",
-        plan.backend,
-        stage_args(ctx.args, &plan.backend)
+        plan.backend, plan.args
     );
     let rerun = if scope == "host" {
         format!(
@@ -949,6 +1164,7 @@ mod tests {
             nccl_tests: tests.iter().map(|s| s.to_string()).collect(),
             nccl_args: "-b 8 -e 64 -f 2 -c 1".into(),
             nccl_backend: backend.into(),
+            nccl_deadline: None,
         }
     }
 
@@ -964,19 +1180,19 @@ mod tests {
     #[test]
     fn plan_picks_nccl_only_with_gpus_everywhere() {
         let a = args(&["all_reduce"], "auto");
-        let p = plan(&a, &[8, 8], &[1, 1]);
+        let p = plan(&a, &[8, 8], &[1, 1], &[]);
         assert_eq!((p.backend.as_str(), p.gpus), ("nccl", 8));
-        let p = plan(&a, &[8, 0], &[1, 1]);
+        let p = plan(&a, &[8, 0], &[1, 1], &[]);
         assert_eq!((p.backend.as_str(), p.gpus), ("mpi", 1));
         assert!(p.why.contains("no GPU on rank(s) 1"), "{}", p.why);
-        let p = plan(&a, &[0, 0], &[2, 2]);
+        let p = plan(&a, &[0, 0], &[2, 2], &[]);
         assert_eq!(
             p.why,
             "backend mpi: no GPU; this stage measures MPI over TCP/shared memory, not NCCL"
         );
         // Two ranks on a host of 8 GPUs: 4 each.
-        assert_eq!(plan(&a, &[8, 8], &[2, 2]).gpus, 4);
-        assert_eq!(plan(&a, &[1, 1], &[2, 2]).gpus, 1);
+        assert_eq!(plan(&a, &[8, 8], &[2, 2], &[]).gpus, 4);
+        assert_eq!(plan(&a, &[1, 1], &[2, 2], &[]).gpus, 1);
     }
 
     #[test]
@@ -1025,41 +1241,113 @@ mod tests {
     }
 
     #[test]
-    fn the_default_sizes_fit_host_memory() {
+    fn the_default_sizes_fit_the_memory_of_each_host() {
         let mut a = args(&["all_reduce"], "auto");
         a.nccl_args = DEFAULT_ARGS.into();
-        let v = argv(&a, "all_reduce", "mpi", 1, None, 120).join(" ");
+        let gb = |g: f64| Some((g * 1e9) as u64);
+        // Plenty on host memory: at most 64M.
+        let p = plan(&a, &[0, 0], &[2, 2], &[gb(22.0), gb(22.0)]);
+        assert_eq!(p.args, "-b 1M -e 64M -f 4 -w 2 -n 10 -c 1");
+        assert!(
+            p.why.ends_with(
+                "; sizes 1M..64M chosen for backend mpi and 22.00 GB available (rank 0's host, for its 2 rank(s); the buffers take at most 1/2; give --nccl-args for others)"
+            ),
+            "{}",
+            p.why
+        );
+        let v = argv(&p.args, "all_reduce", "mpi", 1, None, 120).join(" ");
         assert!(v.starts_with("all_reduce_perf -b 1M -e 64M "), "{v}");
-        let v = argv(&a, "all_reduce", "nccl", 1, None, 120).join(" ");
-        assert!(v.starts_with("all_reduce_perf -b 1M -e 1G "), "{v}");
-        let p = plan(&a, &[0, 0], &[1, 1]);
+        // 64M held 2 x (3 x 64M + 256M of staged copies) = 896 MiB: in
+        // 1 GB (the half, 500 MB) the MPI backend fits 4M; the host with
+        // the least per rank decides. The host backend (no staged copies)
+        // fits 16M in 0.6 GB.
+        let p = plan(&a, &[0, 0, 0], &[2, 2, 1], &[gb(9.0), gb(1.0), gb(0.6)]);
+        assert_eq!(p.args, "-b 1M -e 4M -f 4 -w 2 -n 10 -c 1", "{p:?}");
+        assert!(
+            p.why.contains("sizes 1M..4M chosen for backend mpi and 1.00 GB available (rank 1's host, for its 2 rank(s)"),
+            "{}",
+            p.why
+        );
+        a.nccl_backend = "host".into();
+        let p = plan(&a, &[0, 0], &[2, 2], &[gb(0.6), gb(0.6)]);
+        assert_eq!(p.args, "-b 1M -e 16M -f 4 -w 2 -n 10 -c 1", "{p:?}");
+        // Below 1M: -b is -e.
+        let p = plan(&a, &[0, 0], &[2, 2], &[gb(0.08), None]);
+        assert_eq!(p.args, "-b 1M -e 1M -f 4 -w 2 -n 10 -c 1", "{p:?}");
         assert!(
             p.why
-                .contains("sizes for host memory: --nccl-args '-b 1M -e 64M"),
-            "{p:?}"
+                .contains("; size 1M chosen for backend host and 0.08 GB"),
+            "{}",
+            p.why
         );
-        // Given by the user: kept.
+        assert_eq!(p.skip, None);
+        // Nothing fits: the stage is skipped, saying why; no run planned.
+        let p = plan(&a, &[0, 0], &[2, 2], &[gb(0.05), gb(0.05)]);
+        let why = p.skip.clone().unwrap();
+        assert!(
+            why.starts_with("the NCCL stage skipped: it cannot fit at any size on backend host: 0.05 GB available on rank 0's host for its 2 rank(s), and even size 16B needs 33554528 bytes in 1/2 of it"),
+            "{why}"
+        );
+        let hosts: Vec<String> = ["a", "a"].map(String::from).to_vec();
+        assert!(schedule(&a, &p, &hosts, 0).is_empty());
+        let ctx = Context {
+            args: &a,
+            hosts: &hosts,
+            expected: expected_busbw(None, 1),
+            baseline: None,
+            lost: &[],
+            deadline_s: 600,
+        };
+        let empty = b"[]".to_vec();
+        let (rep, _) = Report::from_ranks(&ctx, p, &[empty.clone(), empty]).unwrap();
+        assert!(rep.stages.is_empty());
+        assert_eq!(rep.status(), Status::Warn);
+        assert_eq!(rep.to_json()["skipped"], why.as_str());
+        assert!(rep.render_text().contains(&format!("\nwarn  {why}\n")));
+        // Memory unknown: 64M, said so. NCCL: 1G, GPU memory.
+        let p = plan(&a, &[0, 0], &[1, 1], &[None, None]);
+        assert!(
+            p.why.ends_with(
+                "; sizes 1M..64M chosen for backend host (the memory available is unknown)"
+            ),
+            "{}",
+            p.why
+        );
+        a.nccl_backend = "auto".into();
+        let p = plan(&a, &[1, 1], &[1, 1], &[gb(0.01), gb(0.01)]);
+        assert_eq!((p.args.as_str(), p.skip.is_none()), (DEFAULT_ARGS, true));
+        assert!(p.why.ends_with("; sizes 1M..1G chosen for backend nccl (GPU memory: the collectives lower -e to what each GPU holds)"), "{}", p.why);
+        // Given by the user: kept, whatever the memory (the collectives'
+        // own check refuses what does not fit).
         a.nccl_args = "-b 8 -e 1G".into();
-        let v = argv(&a, "all_reduce", "mpi", 1, None, 120).join(" ");
-        assert!(v.starts_with("all_reduce_perf -b 8 -e 1G "), "{v}");
+        let p = plan(&a, &[0, 0], &[1, 1], &[gb(0.01), gb(0.01)]);
+        assert_eq!((p.args.as_str(), p.skip.is_none()), ("-b 8 -e 1G", true));
     }
 
     #[test]
     fn argv_and_schedule() {
         let a = args(&["all_reduce", "all_gather"], "auto");
         assert_eq!(
-            argv(&a, "all_gather", "mpi", 1, Some("/tmp/x.json"), 120).join(" "),
+            argv(
+                &a.nccl_args,
+                "all_gather",
+                "mpi",
+                1,
+                Some("/tmp/x.json"),
+                120
+            )
+            .join(" "),
             "all_gather_perf -b 8 -e 64 -f 2 -c 1 -g 1 --backend mpi -T 120 -J /tmp/x.json"
         );
         let hosts: Vec<String> = ["a", "b", "a"].map(String::from).to_vec();
-        let p = plan(&a, &[0, 0, 0], &[2, 1, 2]);
+        let p = plan(&a, &[0, 0, 0], &[2, 1, 2], &[]);
         assert_eq!(p.no_host_stage, None);
         let s = schedule(&a, &p, &hosts, 2);
         assert_eq!(s.len(), 4);
         assert_eq!(s[0], ("all_reduce".into(), "host".into(), Some(0)));
         assert_eq!(s[1], ("all_reduce".into(), "cluster".into(), None));
         assert_eq!(schedule(&a, &p, &hosts, 1)[2].2, Some(1));
-        let one = plan(&a, &[0, 0], &[1, 1]);
+        let one = plan(&a, &[0, 0], &[1, 1], &[]);
         assert!(
             one.no_host_stage
                 .as_deref()
@@ -1175,6 +1463,7 @@ mod tests {
             expected: expected_busbw(Some(80.0), 2),
             baseline: Some((&base, 0.9)),
             lost: &[],
+            deadline_s: 600,
         };
         let r0 = json!([
             run("all_reduce", "host", 0, Some(doc(5.0))),
@@ -1188,7 +1477,7 @@ mod tests {
             .iter()
             .map(|v| v.to_string().into_bytes())
             .collect();
-        let plan = plan(&a, &[2, 2], &[1, 1]);
+        let plan = plan(&a, &[2, 2], &[1, 1], &[]);
         let (rep, _) = Report::from_ranks(&ctx, plan, &raw).unwrap();
         std::fs::remove_dir_all(&base).unwrap();
         assert_eq!(rep.stages.len(), 3);
@@ -1235,6 +1524,7 @@ mod tests {
             expected: expected_busbw(None, 1),
             baseline: None,
             lost: &lost,
+            deadline_s: 600,
         };
         let not_run = |test: &str, scope: &str| {
             RankRun {
@@ -1268,7 +1558,7 @@ mod tests {
                 }
             })
             .collect();
-        let plan = plan(&a, &[0; 4], &[2; 4]);
+        let plan = plan(&a, &[0; 4], &[2; 4], &[]);
         let (rep, _) = Report::from_ranks(&ctx, plan.clone(), &raw).unwrap();
         let by = |name: &str, test: &str| {
             rep.stages

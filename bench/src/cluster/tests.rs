@@ -796,6 +796,8 @@ fn nccl_pairs_are_a_rail_of_their_own_judged_with_the_nics() {
         gpus: 1,
         why: "backend mpi: no GPU; this stage measures MPI over TCP/shared memory, not NCCL".into(),
         no_host_stage: None,
+        args: "-b 64K -e 64K -n 2 -w 1 -c 1".into(),
+        skip: None,
     };
     let g = Gathered {
         nccl_pairs: Some(ncclpairs::describe(&plan)),

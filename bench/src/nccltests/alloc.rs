@@ -7,6 +7,7 @@ use std::alloc::{Layout, alloc_zeroed};
 use std::path::{Path, PathBuf};
 
 use super::errors::{TestError, TestResult};
+use super::options::BackendKind;
 
 /// `len` zero bytes (`calloc`: pages are mapped lazily, as with `vec![0; n]`),
 /// or [`TestError::HostMemory`] naming `what`.
@@ -168,6 +169,27 @@ pub fn cgroup_room(root: &Path, proc_cgroup: &str) -> Option<Room> {
         }
     }
     best
+}
+
+/// What each rank of a host backend holds at a largest size of `bytes`
+/// (`-e`): its host buffers (send and receive, and with the data check a
+/// third for the expected result) and the MPI backend's staged copies
+/// (its bounded pool), as `(buffers, staged bytes)` for [`check_fits`].
+/// The NCCL backend's buffers are on the GPUs: `(0, 0)`.
+pub fn host_holds(backend: BackendKind, bytes: usize, datacheck: bool) -> (usize, usize) {
+    let buffers = if datacheck { 3 } else { 2 };
+    match backend {
+        BackendKind::Nccl => (0, 0),
+        BackendKind::Host => (buffers, 0),
+        #[cfg(feature = "mpi")]
+        BackendKind::Mpi => (buffers, super::backend::mpi::staged_bound(bytes)),
+        // Built without MPI: no such run (and no staged copies).
+        #[cfg(not(feature = "mpi"))]
+        BackendKind::Mpi => {
+            let _ = bytes;
+            (buffers, 0)
+        }
+    }
 }
 
 /// Refuses, before anything is allocated, what the run will hold when it

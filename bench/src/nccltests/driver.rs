@@ -322,12 +322,30 @@ impl<'a> Thread<'a> {
                 if let Some(out) = self.out.as_deref_mut() {
                     out.line_terminator(o.iters);
                 }
+                self.check_deadline()?;
             }
             cycle += 1;
             repeat -= 1;
             if repeat == 0 {
                 break;
             }
+        }
+        Ok(())
+    }
+
+    /// With a deadline ([`job::set_deadline`]), after each size: every
+    /// process of the run (every group's: they exchange in step) says
+    /// whether it passed, and all stop together when one says so.
+    fn check_deadline(&mut self) -> TestResult<()> {
+        if !job::deadline_set() {
+            return Ok(());
+        }
+        let mine = job::deadline_passed().map_or(0, |s| s.max(1) as i64);
+        let passed = self.c.sync.max_everywhere(self.thread, mine)?;
+        if passed > 0 {
+            return Err(TestError::Deadline {
+                secs: passed as u64,
+            });
         }
         Ok(())
     }
@@ -390,6 +408,10 @@ impl<'a> Thread<'a> {
         if job::stopping() {
             return Err(job::check().err().unwrap_or(TestError::Cancelled));
         }
+        // The run's deadline and -T more passed within one size.
+        if let Some(secs) = job::deadline_hard() {
+            return Err(TestError::Deadline { secs });
+        }
         // Rotate the offsets to avoid cache effects, as nccl-tests does.
         let shift = self.launch.stride * ((iter as u64 % self.launch.steps) as usize);
         let g = self.launch.calls.len();
@@ -438,7 +460,7 @@ impl<'a> Thread<'a> {
             }
             let timed_out = timeout > 0 && start.elapsed() > timeout as f64;
             // Another rank's timeout (the census), or this process stopping.
-            let interrupted = job::check().err();
+            let interrupted = job::check_collective().err();
             if timed_out || interrupted.is_some() {
                 let pending = if self.stalled {
                     (0..self.ranks.count()).collect()

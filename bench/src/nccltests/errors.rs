@@ -34,6 +34,17 @@ pub enum TestError {
         /// Which ranks did not finish what.
         detail: String,
     },
+    /// The run's total deadline (set by the tool that runs it in-process:
+    /// erdma-cluster's `--nccl-deadline`) passed: it was stopped after the
+    /// size it was running, or within it when that took `-T` longer;
+    /// status 4, as a timeout.
+    #[error(
+        "Test deadline ({secs}s) ran out of time: the run was stopped at its total deadline (fewer sizes or iterations fit in it)"
+    )]
+    Deadline {
+        /// The deadline in seconds.
+        secs: u64,
+    },
     /// A feature the backend or machine lacks (too few GPUs, -G on a host
     /// backend): status 5.
     #[error("{0}")]
@@ -94,7 +105,7 @@ impl TestError {
             TestError::Internal(_) | TestError::Cancelled => 1,
             TestError::Cuda { .. } | TestError::HostMemory { .. } => 2,
             TestError::Comm { .. } => 3,
-            TestError::Timeout { .. } => 4,
+            TestError::Timeout { .. } | TestError::Deadline { .. } => 4,
             TestError::NotImplemented(_) => 5,
             TestError::InvalidUsage(_) => 6,
             TestError::Peer { code, .. } => *code,

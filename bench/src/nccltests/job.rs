@@ -49,6 +49,150 @@ pub fn stop(why: Stop) {
     STOPPING.store(true, Ordering::Release);
 }
 
+/// Forgets a [`Stop::Sibling`] (a thread of the run failed and stopped the
+/// others): for a tool that runs the benchmark in-process again after a
+/// failed run. Any other reason (a signal, stdout gone) is kept.
+pub fn clear_sibling_stop() {
+    let mut s = STOP.lock().unwrap_or_else(|p| p.into_inner());
+    if matches!(*s, Some(Stop::Sibling)) {
+        *s = None;
+        STOPPING.store(false, Ordering::Release);
+    }
+}
+
+/// The running deadline's cancel flag and the thread's wake-up.
+type DeadlineTimer = Arc<(Mutex<bool>, std::sync::Condvar)>;
+
+const DEADLINE_RUNNING: u64 = 1;
+const DEADLINE_PASSED: u64 = 2;
+const DEADLINE_HARD: u64 = 3;
+
+/// A total deadline and the thread that marks it passed, then hard.
+struct DeadlineClock {
+    /// 0: none; [`DEADLINE_RUNNING`], [`DEADLINE_PASSED`], [`DEADLINE_HARD`].
+    state: AtomicU64,
+    secs: AtomicU64,
+    timer: Mutex<Option<DeadlineTimer>>,
+}
+
+impl DeadlineClock {
+    const fn new() -> DeadlineClock {
+        DeadlineClock {
+            state: AtomicU64::new(0),
+            secs: AtomicU64::new(0),
+            timer: Mutex::new(None),
+        }
+    }
+
+    /// Passed `secs` from now, hard `grace()` seconds later.
+    fn start(&'static self, secs: u64, grace: fn() -> u64) {
+        self.clear();
+        if secs == 0 {
+            return;
+        }
+        let timer: DeadlineTimer = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let t = timer.clone();
+        let soft = Instant::now() + Duration::from_secs(secs);
+        self.secs.store(secs, Ordering::Relaxed);
+        self.state.store(DEADLINE_RUNNING, Ordering::Release);
+        let spawned = std::thread::Builder::new()
+            .name("deadline".into())
+            .spawn(move || {
+                let (cancelled, cv) = &*t;
+                let mut c = cancelled.lock().unwrap_or_else(|p| p.into_inner());
+                while !*c {
+                    let now = Instant::now();
+                    let hard = soft + Duration::from_secs(grace());
+                    let (state, next) = if now >= hard {
+                        (DEADLINE_HARD, None)
+                    } else if now >= soft {
+                        (DEADLINE_PASSED, Some(hard))
+                    } else {
+                        (DEADLINE_RUNNING, Some(soft))
+                    };
+                    self.state.store(state, Ordering::Release);
+                    let Some(next) = next else {
+                        return;
+                    };
+                    c = cv
+                        .wait_timeout(c, next - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            });
+        // Without its thread it never passes here, but the run still
+        // agrees on it after each size (with the others, whose may pass).
+        if spawned.is_ok() {
+            *self.timer.lock().unwrap_or_else(|p| p.into_inner()) = Some(timer);
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(t) = self.timer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            // Under the thread's lock: it is waiting, or has not yet
+            // stored its next state.
+            let mut c = t.0.lock().unwrap_or_else(|p| p.into_inner());
+            *c = true;
+            self.state.store(0, Ordering::Release);
+            drop(c);
+            t.1.notify_all();
+        }
+        self.state.store(0, Ordering::Release);
+    }
+
+    fn at_least(&self, state: u64) -> Option<u64> {
+        (self.state.load(Ordering::Relaxed) >= state).then(|| self.secs.load(Ordering::Relaxed))
+    }
+}
+
+static DEADLINE: DeadlineClock = DeadlineClock::new();
+
+/// `-T`, the time a size may run past the deadline (60 s without one).
+fn deadline_grace() -> u64 {
+    match timeout_s() {
+        t if t > 0 => t as u64,
+        _ => 60,
+    }
+}
+
+/// Gives the run a total deadline of `secs` seconds from now (0: none),
+/// replacing any earlier one. Once it passes, the driver stops after the
+/// size it is running, every process of the run together
+/// ([`deadline_passed`], agreed over the bootstrap: the processes stay in
+/// step for the next run); a size that does not end within `-T` more
+/// seconds (`-n 2000000000`) is stopped mid-collective ([`deadline_hard`]).
+/// Either way the run fails with [`TestError::Deadline`] (status 4).
+/// [`clear_deadline`] when the run ends. For a tool that runs the
+/// benchmark in-process several times (erdma-cluster): each run must end,
+/// whatever its options.
+pub fn set_deadline(secs: u64) {
+    DEADLINE.start(secs, deadline_grace);
+}
+
+/// Ends the deadline of [`set_deadline`] (its thread exits).
+pub fn clear_deadline() {
+    DEADLINE.clear();
+}
+
+/// Whether the run has a deadline (the same on every process of the run:
+/// the driver then agrees on it after each size).
+pub fn deadline_set() -> bool {
+    DEADLINE.at_least(DEADLINE_RUNNING).is_some()
+}
+
+/// The deadline in seconds, once it passed (one atomic load).
+#[inline]
+pub fn deadline_passed() -> Option<u64> {
+    DEADLINE.at_least(DEADLINE_PASSED)
+}
+
+/// The deadline in seconds, once it and `-T` more passed: the collective
+/// running then is abandoned (one atomic load).
+#[inline]
+pub fn deadline_hard() -> Option<u64> {
+    DEADLINE.at_least(DEADLINE_HARD)
+}
+
 /// Whether the process is stopping (cheap: one atomic load).
 #[inline]
 pub fn stopping() -> bool {
@@ -108,6 +252,17 @@ pub fn check() -> TestResult<()> {
     match world.size() > 1 {
         true => world.peer_event().map_or(Ok(()), Err),
         false => Ok(()),
+    }
+}
+
+/// [`check`] for the waits of the collectives themselves, and the run's
+/// deadline once it is hard ([`deadline_hard`]: [`TestError::Deadline`]).
+/// Not for the bootstrap's waits: the processes must leave them in step.
+pub fn check_collective() -> TestResult<()> {
+    check()?;
+    match deadline_hard() {
+        Some(secs) => Err(TestError::Deadline { secs }),
+        None => Ok(()),
     }
 }
 
@@ -315,5 +470,42 @@ mod tests {
         assert_eq!(stop_error(&Stop::Signal(2)).exit_code(), 130);
         assert_eq!(stop_error(&Stop::Sibling).exit_code(), 1);
         assert_eq!(stop_error(&Stop::Stdout("x".into())).to_string(), "x");
+    }
+
+    #[test]
+    fn a_deadline_passes_then_turns_hard_and_is_cleared() {
+        // A clock of its own: the process's is the driver's.
+        static CLOCK: DeadlineClock = DeadlineClock::new();
+        CLOCK.start(1, || 1);
+        assert!(CLOCK.at_least(DEADLINE_RUNNING).is_some());
+        assert_eq!(CLOCK.at_least(DEADLINE_PASSED), None);
+        let t = Instant::now();
+        let wait = |state| {
+            while CLOCK.at_least(state).is_none() && t.elapsed() < Duration::from_secs(30) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        wait(DEADLINE_PASSED);
+        assert_eq!(CLOCK.at_least(DEADLINE_PASSED), Some(1));
+        assert!(
+            t.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            t.elapsed()
+        );
+        // Hard 1 s (the grace) later.
+        wait(DEADLINE_HARD);
+        assert_eq!(CLOCK.at_least(DEADLINE_HARD), Some(1));
+        assert!(
+            t.elapsed() >= Duration::from_millis(1900),
+            "{:?}",
+            t.elapsed()
+        );
+        CLOCK.clear();
+        assert_eq!(CLOCK.at_least(DEADLINE_RUNNING), None);
+        // Cleared before it passes: it never does.
+        CLOCK.start(1, || 1);
+        CLOCK.clear();
+        std::thread::sleep(Duration::from_millis(1300));
+        assert_eq!(CLOCK.at_least(DEADLINE_RUNNING), None);
     }
 }

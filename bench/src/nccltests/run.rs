@@ -42,14 +42,26 @@ pub struct Embedded {
 /// printed (the text is returned), MPI stays initialized, and a failure
 /// does not abort the job. `color`: the processes with the same color
 /// form one communicator (MPI_Comm_split; None: all of them).
-pub fn run_embedded(coll: &'static Collective, argv: &[String], color: Option<i32>) -> Embedded {
+/// `deadline_s`: the run's total deadline in seconds (0: none): past it
+/// every wait ends and the run stops with status 4 ([`job::set_deadline`]),
+/// whatever its sizes and iterations.
+pub fn run_embedded(
+    coll: &'static Collective,
+    argv: &[String],
+    color: Option<i32>,
+    deadline_s: u64,
+) -> Embedded {
     EMBEDDED.store(true, Ordering::SeqCst);
     *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) = color;
     console::start_capture();
     // A timeout names what this run waited in, not what an earlier run of
     // the same process did last.
     job::set_activity("");
+    job::set_deadline(deadline_s);
     let code = run_with_args(coll, argv);
+    job::clear_deadline();
+    // A failed thread stopped this run's others, not the next run.
+    job::clear_sibling_stop();
     let text = console::end_capture();
     *SPLIT.lock().unwrap_or_else(|p| p.into_inner()) = None;
     EMBEDDED.store(false, Ordering::SeqCst);
@@ -64,10 +76,11 @@ pub fn run_embedded_slowed(
     coll: &'static Collective,
     argv: &[String],
     color: Option<i32>,
+    deadline_s: u64,
     slow_ms: Option<u64>,
 ) -> Embedded {
     *SLOWED.lock().unwrap_or_else(|p| p.into_inner()) = slow_ms;
-    let done = run_embedded(coll, argv, color);
+    let done = run_embedded(coll, argv, color, deadline_s);
     *SLOWED.lock().unwrap_or_else(|p| p.into_inner()) = None;
     done
 }
@@ -212,6 +225,11 @@ fn report_lost_peers(host: &str, boot: &dyn Bootstrap) {
 const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn report_fatal(host: &str, e: &TestError) -> i32 {
+    if matches!(e, TestError::Deadline { .. }) {
+        // Stopped mid-row (its size and type printed): the error on a line
+        // of its own.
+        console::out("\n");
+    }
     console::out(&format!("{host}: {e}\n"));
     console::out(&format!(
         " .. {host} pid {}: Test failure common.cu:1454\n",
@@ -394,16 +412,8 @@ fn run_opened(
         // has free (allocation alone would succeed under overcommit).
         // Every rank of the host: its processes start together, each
         // seeing the same free memory. The MPI backend's staged copies too.
-        let buffers = if opts.datacheck != 0 { 3 } else { 2 };
         let bytes = super::threads::buffer_bytes(&opts)?;
-        #[cfg(feature = "mpi")]
-        let staged = if opts.backend == BackendKind::Mpi {
-            super::backend::mpi::staged_bound(bytes)
-        } else {
-            0
-        };
-        #[cfg(not(feature = "mpi"))]
-        let staged = 0;
+        let (buffers, staged) = super::alloc::host_holds(opts.backend, bytes, opts.datacheck != 0);
         let ranks = per_proc.saturating_mul(pl.local_procs.max(1));
         super::alloc::check_fits(bytes, buffers, staged, ranks, super::alloc::room().as_ref())?;
     }

@@ -68,6 +68,8 @@ enum Op<'a> {
     Barrier,
     F64(f64, Average),
     SumI64(i64),
+    /// Over every process, whatever the group.
+    MaxI64(i64),
     MaxRows(&'a [f64]),
 }
 
@@ -116,6 +118,13 @@ impl ProcessSync {
     /// `Allreduce(wrongElts, sum)`.
     pub fn sum_i64(&self, thread: usize, v: i64) -> TestResult<i64> {
         self.rendezvous(thread, Op::SumI64(v)).map(|o| o.i)
+    }
+
+    /// The largest `v` over every thread of every process of the run,
+    /// whatever group [`ProcessSync::within`] names: a decision all the
+    /// processes take together (they exchange in step).
+    pub fn max_everywhere(&self, thread: usize, v: i64) -> TestResult<i64> {
+        self.rendezvous(thread, Op::MaxI64(v)).map(|o| o.i)
     }
 
     /// `GatherProcessMaxIterTimes`: the element-wise max over threads, then
@@ -180,6 +189,7 @@ impl ProcessSync {
                 }
             }
             Op::SumI64(v) => st.acc_i64 = if first { v } else { st.acc_i64.wrapping_add(v) },
+            Op::MaxI64(v) => st.acc_i64 = if first { v } else { st.acc_i64.max(v) },
             Op::MaxRows(row) => {
                 if first {
                     st.rows = row.to_vec();
@@ -213,6 +223,7 @@ impl ProcessSync {
             Op::SumI64(_) => {
                 o.i = bootstrap::allreduce_i64_among(b, st.acc_i64, Combine::Sum, among)?
             }
+            Op::MaxI64(_) => o.i = bootstrap::allreduce_i64(b, st.acc_i64, Combine::Max)?,
             Op::MaxRows(_) => {
                 let bytes: Vec<u8> = st.rows.iter().flat_map(|v| v.to_le_bytes()).collect();
                 let all = b.allgather(&bytes)?;

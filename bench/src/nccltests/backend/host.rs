@@ -365,7 +365,7 @@ impl Shared {
                 });
             }
             drop(q);
-            crate::nccltests::job::check()?;
+            crate::nccltests::job::check_collective()?;
             q = lock(&self.queue);
             q = self
                 .finished
@@ -497,6 +497,8 @@ impl Shared {
         };
         let window = (WINDOW / ws).max(1) * ws;
         let mut acc = alloc::zeroed(len.min(window), "a host collective's partial result")?;
+        // Every window's exchange reuses it (no zeroed buffer per window).
+        let mut all = Vec::new();
         let mut at = 0;
         while at < len {
             let span = at..len.min(at + window);
@@ -505,9 +507,8 @@ impl Shared {
             let lo = need.start.clamp(span.start, span.end);
             let mine = lo..need.end.clamp(lo, span.end);
             let local = mine.start - span.start..mine.end - span.start;
-            let mut all;
             let result = if self.boot.size() > 1 {
-                all = self.boot.allgather(w)?;
+                self.boot.allgather_into(w, &mut all)?;
                 let (head, rest) = all.split_at_mut(span.len());
                 for part in rest.chunks(span.len()) {
                     self.pieces(local.clone(), ws, |p| {

@@ -20,7 +20,7 @@ pub fn wait_done<R: Ranks>(
 ) -> TestResult<()> {
     let start = Instant::now();
     while ranks.poll()? != Poll::Done {
-        crate::nccltests::job::check()?;
+        crate::nccltests::job::check_collective()?;
         if let Some(t) = timeout
             && start.elapsed() > t
         {

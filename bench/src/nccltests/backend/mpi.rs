@@ -186,6 +186,10 @@ pub const STAGED_POOL_BYTES: usize = 256 << 20;
 /// before the next starts.
 pub const STAGED_MAX: usize = 16;
 
+/// The most requests in flight: past it the calls in flight complete
+/// before the next starts (a GPU's launch queue is bounded too).
+pub const MAX_IN_FLIGHT: usize = 1024;
+
 /// What the staged copies of a run of buffers of `bytes` hold at most
 /// ([`STAGED_POOL_BYTES`], one copy, or [`STAGED_MAX`] copies).
 pub fn staged_bound(bytes: usize) -> usize {
@@ -364,6 +368,13 @@ impl MpiRanks {
     }
 
     fn start(&mut self, call: &CollCall) -> TestResult<()> {
+        // Bounded as the staged copies are: one request per iteration in
+        // flight grew with -n (-n 2000000000: a GB a rank in seconds, and
+        // every MPI call progressing them all).
+        if self.requests.len() >= MAX_IN_FLIGHT {
+            self.wait_all()?;
+            self.finish_posts();
+        }
         let ws = call.dtype.size();
         let n = self.size;
         let count = c_int::try_from(call.count)

@@ -56,6 +56,14 @@ pub trait Bootstrap: Send + Sync {
     fn name(&self) -> &'static str;
     /// Every process's `mine` (equal lengths), concatenated in rank order.
     fn allgather(&self, mine: &[u8]) -> TestResult<Vec<u8>>;
+    /// [`Bootstrap::allgather`] into `out` (its length set to the
+    /// result's), for a caller that exchanges often and reuses `out`'s
+    /// memory: no fresh zeroed buffer per exchange (the host backend's
+    /// windows).
+    fn allgather_into(&self, mine: &[u8], out: &mut Vec<u8>) -> TestResult<()> {
+        *out = self.allgather(mine)?;
+        Ok(())
+    }
     /// Waits for every process.
     fn barrier(&self) -> TestResult<()> {
         self.allgather(&[]).map(|_| ())

@@ -162,10 +162,10 @@ impl Tcp {
         }
     }
 
-    fn root_gather(&self, peers: &mut [Link], mine: &[u8]) -> TestResult<Vec<u8>> {
+    fn root_gather(&self, peers: &mut [Link], mine: &[u8], all: &mut Vec<u8>) -> TestResult<()> {
         let want = mine.len();
         let total = alloc::product(want, self.size, "a bootstrap exchange")?;
-        let mut all = alloc::zeroed(total, "a bootstrap exchange")?;
+        sized(all, total)?;
         all[..want].copy_from_slice(mine);
         let deadline = self.deadline();
         let mut readers: Vec<FrameReader> = peers.iter().map(|_| FrameReader::default()).collect();
@@ -229,7 +229,7 @@ impl Tcp {
                 Err(WriteError::Stopped(e)) => return Err(e),
             }
         }
-        Ok(all)
+        Ok(())
     }
 
     /// A leaf's connection failed: its own reason (ABORT on the control
@@ -243,7 +243,7 @@ impl Tcp {
         frame_error(l, e)
     }
 
-    fn leaf_exchange(&self, root: &mut Link, mine: &[u8]) -> TestResult<Vec<u8>> {
+    fn leaf_exchange(&self, root: &mut Link, mine: &[u8], out: &mut Vec<u8>) -> TestResult<()> {
         let deadline = self.deadline();
         let sent = wire::write_frame(&mut root.s, tag::DATA, mine, deadline, &mut || {
             self.interrupt()
@@ -260,7 +260,8 @@ impl Tcp {
             Err(WriteError::Stopped(e)) => return Err(e),
         }
         let total = alloc::product(mine.len(), self.size, "a bootstrap exchange")?;
-        let mut out = alloc::zeroed(total, "a bootstrap exchange")?;
+        // Every byte is written below (the frame's length is checked).
+        sized(out, total)?;
         // Rank 0 sends the other ranks' parts, in rank order, without ours.
         let theirs = total - mine.len();
         let own_at = self.rank * mine.len();
@@ -275,7 +276,7 @@ impl Tcp {
                     Ok(Some((tag::DATA, _))) => {
                         out.copy_within(own_at..theirs, own_at + mine.len());
                         out[own_at..own_at + mine.len()].copy_from_slice(mine);
-                        return Ok(out);
+                        return Ok(());
                     }
                     Ok(Some((_, m))) => return Err(parse_abort(&m, 0)),
                     Ok(None) => {}
@@ -570,16 +571,21 @@ impl Bootstrap for Tcp {
         "TCP"
     }
     fn allgather(&self, mine: &[u8]) -> TestResult<Vec<u8>> {
+        let mut out = Vec::new();
+        self.allgather_into(mine, &mut out)?;
+        Ok(out)
+    }
+    fn allgather_into(&self, mine: &[u8], out: &mut Vec<u8>) -> TestResult<()> {
         let mut links = locked(&self.links);
         if self.rank == 0 {
-            self.root_gather(&mut links, mine)
+            self.root_gather(&mut links, mine, out)
         } else {
             let Some(root) = links.first_mut() else {
                 return Err(TestError::Internal(
                     "TCP bootstrap: no link to rank 0".into(),
                 ));
             };
-            self.leaf_exchange(root, mine)
+            self.leaf_exchange(root, mine, out)
         }
     }
     fn dup(&self) -> TestResult<Arc<dyn Bootstrap>> {
@@ -654,6 +660,17 @@ impl Bootstrap for Tcp {
 /// means the peer is alive.
 fn is_closed(s: &TcpStream) -> bool {
     matches!(peek_tag(s), Some(None))
+}
+
+/// `out` resized to `total` bytes, fallibly ([`TestError::HostMemory`]);
+/// the bytes it already has are kept (the caller overwrites them all).
+fn sized(out: &mut Vec<u8>, total: usize) -> TestResult<()> {
+    if total > out.len() {
+        out.try_reserve_exact(total - out.len())
+            .map_err(|_| TestError::host_memory("a bootstrap exchange", total as u128))?;
+    }
+    out.resize(total, 0);
+    Ok(())
 }
 
 #[cfg(test)]
