@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use cgroup_common::Cgroup;
 use cluster_common::{check, launcher, mpirun, mpirun_env, mpirun_with, output};
+use erdma_bench::cluster::diagnose::{Rail, cell_line};
 
 fn has_rdma() -> bool {
     std::path::Path::new("/sys/class/infiniband_verbs/abi_version").exists()
@@ -949,9 +950,10 @@ fn a_slow_host_in_the_nccl_stage_is_named() {
 /// with 500 ms and the other tests of this file beside it, the healthy
 /// pairs measured 0.29 Gb/s and more against rank 2's 0.017, and no
 /// verdict. With 2 s the whole file passed (17 of 17, 227 s); with three
-/// busy loops beside this test alone on the 2-core machine it still fails:
-/// the healthy pairs at 0.0008 to 0.022 Gb/s against 0.00015 to 0.00026,
-/// a spread the diagnosis rightly does not judge):
+/// busy loops beside this test alone on the 2-core machine the healthy
+/// pairs measured 0.0008 to 0.022 Gb/s against 0.00015 to 0.00026, a
+/// spread the diagnosis rightly does not judge: such a job runs again,
+/// three at most, see [`slow_rank_visible`]):
 /// the matrix on the "nccl" rail is full, and the diagnosis names rank 2
 /// (a host verdict, the retest seeing it again) and no other host.
 #[test]
@@ -960,26 +962,47 @@ fn nccl_pairs_fill_the_matrix_and_name_a_slow_host() {
         eprintln!("this host has RDMA: rig_cluster.rs checks it");
         return;
     }
-    let t0 = Instant::now();
-    let (code, out, err) = mpirun_env(
-        4,
-        &[
-            "--json",
-            "--skip",
-            "gpu",
-            "--nccl-pairs",
-            "--nccl-args",
-            "-b 64K -e 64K -n 2 -w 1 -c 1",
-        ],
-        &[
-            ("ERDMA_CLUSTER_HOOK", "slow:2,nccl-slow-ms:2000"),
-            // The ranks waiting in MPI give their CPU up: on a busy
-            // machine the healthy pairs' collectives then take
-            // milliseconds, not the scheduler's quanta.
-            ("OMPI_MCA_mpi_yield_when_idle", "1"),
-        ],
-    );
-    eprintln!("4 ranks, NCCL pairs with a slow rank: {:?}", t0.elapsed());
+    let job = || {
+        let t0 = Instant::now();
+        let (code, out, err) = mpirun_env(
+            4,
+            &[
+                "--json",
+                "--skip",
+                "gpu",
+                "--nccl-pairs",
+                "--nccl-args",
+                "-b 64K -e 64K -n 2 -w 1 -c 1",
+            ],
+            &[
+                ("ERDMA_CLUSTER_HOOK", "slow:2,nccl-slow-ms:2000"),
+                // The ranks waiting in MPI give their CPU up: on a busy
+                // machine the healthy pairs' collectives then take
+                // milliseconds, not the scheduler's quanta.
+                ("OMPI_MCA_mpi_yield_when_idle", "1"),
+            ],
+        );
+        eprintln!("4 ranks, NCCL pairs with a slow rank: {:?}", t0.elapsed());
+        (code, out, err)
+    };
+    // The slowed rank's pairs must stand out of this job's noise (under
+    // a quarter of the healthy pairs and under the line the job's own
+    // cells give) before the diagnosis can be asked to name it: a job on
+    // a machine loaded far past one busy core (healthy pairs at 0.0008 to
+    // 0.022 Gb/s) runs again, three jobs at most.
+    let mut why = Vec::new();
+    let (code, out, err, v) = loop {
+        let (code, out, err) = job();
+        let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
+        match slow_rank_visible(&v["pairs"]["rails"][0]["gbps"], 2) {
+            Ok(()) => break (code, out, err, v),
+            Err(e) if why.len() < 2 => {
+                eprintln!("the job's noise hid the slowed rank: {e}");
+                why.push(e);
+            }
+            Err(e) => panic!("the job's noise hid the slowed rank in 3 jobs of 3: {why:?} {e}"),
+        }
+    };
     // rdma.devices fails on every host, and the confirmed host verdict: 2.
     assert_eq!(code, Some(2), "{out}{err}");
     assert_eq!(
@@ -987,7 +1010,6 @@ fn nccl_pairs_fill_the_matrix_and_name_a_slow_host() {
         1,
         "{err}"
     );
-    let v: serde_json::Value = serde_json::from_str(out.trim()).expect(&out);
     let p = &v["pairs"];
     assert_eq!(p["nccl"]["backend"], "mpi", "{}", p["nccl"]);
     assert_eq!(p["nccl"]["rail_name"], "nccl");
@@ -1001,25 +1023,12 @@ fn nccl_pairs_fill_the_matrix_and_name_a_slow_host() {
     assert_eq!(rails[0]["rail"], 1000);
     let g = &rails[0]["gbps"];
     let cell = |i: usize, j: usize| g[i][j].as_f64().unwrap_or_else(|| panic!("{i}->{j}: {g}"));
-    let mut slow = Vec::new();
-    let mut fast = Vec::new();
     for i in 0..4 {
         for j in (0..4).filter(|&j| j != i) {
             // One all_reduce per pair: both directions alike.
             assert_eq!(cell(i, j), cell(j, i));
-            if i == 2 || j == 2 {
-                slow.push(cell(i, j));
-            } else {
-                fast.push(cell(i, j));
-            }
         }
     }
-    let slowest_fast = fast.iter().copied().fold(f64::MAX, f64::min);
-    let fastest_slow = slow.iter().copied().fold(0.0, f64::max);
-    eprintln!(
-        "busbw x 8: rank 2's pairs at most {fastest_slow} Gb/s, the others at least {slowest_fast}"
-    );
-    assert!(fastest_slow < slowest_fast / 4.0, "{g}");
     assert_eq!(p["status"], "ok", "{p}");
     let label = v["hosts"][2]["label"].as_str().unwrap();
     let hosts: Vec<&serde_json::Value> = v["verdicts"]
@@ -1180,4 +1189,42 @@ fn endless_run_ends(nccl_args: &str) {
     // Two runs of at most 3 + 5 s, the rest the job's own start and
     // checks: far from endless, with room for a busy machine.
     assert!(took < Duration::from_secs(150), "{nccl_args}: {took:?}");
+}
+
+/// Whether rank `slow`'s cells of a 4-rank matrix `g` (Gb/s) stand out of
+/// the job's noise: every one under a quarter of the others' slowest and
+/// under the line the job's own cells give (`diagnose::cell_line`).
+fn slow_rank_visible(g: &serde_json::Value, slow: usize) -> Result<(), String> {
+    let n = g.as_array().map_or(0, Vec::len);
+    let mut rail = Rail::new(n);
+    for (c, row) in rail.gbps.iter_mut().enumerate() {
+        for (s, x) in row.iter_mut().enumerate() {
+            *x = g[c][s].as_f64();
+        }
+    }
+    let (mut slowed, mut healthy) = (Vec::new(), Vec::new());
+    for c in 0..n {
+        for s in (0..n).filter(|&s| s != c) {
+            let x = rail.gbps[c][s].ok_or(format!("{c} -> {s} not measured: {g}"))?;
+            if c == slow || s == slow {
+                slowed.push(x);
+            } else {
+                healthy.push(x);
+            }
+        }
+    }
+    let fastest_slow = slowed.iter().copied().fold(0.0, f64::max);
+    let slowest_fast = healthy.iter().copied().fold(f64::MAX, f64::min);
+    eprintln!(
+        "busbw x 8: rank {slow}'s pairs at most {fastest_slow} Gb/s, the others at least {slowest_fast}"
+    );
+    let (reference, line) = cell_line(&rail).ok_or(format!("no reference: {g}"))?;
+    if fastest_slow < slowest_fast / 4.0 && fastest_slow / reference < line {
+        Ok(())
+    } else {
+        Err(format!(
+            "rank {slow} at most {fastest_slow} Gb/s, the others at least {slowest_fast}, \
+             the line {line:.3} of {reference}: {g}"
+        ))
+    }
 }
