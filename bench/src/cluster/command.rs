@@ -313,7 +313,9 @@ static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// rank 0's retest plan sent to every rank.
 #[cfg(feature = "mpi")]
 struct Perf<'a> {
-    args: &'a Args,
+    /// The pair options the runs take (`-n` added when the job chose the
+    /// run length).
+    pair: pairs::PairArgs,
     rank: usize,
     eps: &'a [Vec<pairs::Endpoint>],
     slots: Vec<usize>,
@@ -341,7 +343,7 @@ impl cluster::job::Network for Perf<'_> {
         };
         let world = self.world;
         let runs = pairs::run_round(
-            &self.args.pair,
+            &self.pair,
             self.rank,
             self.eps,
             &self.slots,
@@ -425,8 +427,12 @@ fn pair_stage(
     };
     let slots = cluster::host_slots(hosts);
     let ports = cluster::job::Ports::new(args.pair.pair_port, &slots);
+    let mut pair = args.pair.clone();
+    if let Some(n) = plan.iterations() {
+        pair.perf_args = format!("{} -n {n}", pair.perf_args);
+    }
     let mut net = Perf {
-        args,
+        pair,
         rank,
         eps: &eps,
         slots,
@@ -454,7 +460,12 @@ fn announce(
     eps: &[Vec<pairs::Endpoint>],
     job: &mut serde_json::Value,
 ) -> cluster::steps::JobPlan {
-    let plan = cluster::job_plan_or_full(args, eps.len(), pairs::common_rails(eps));
+    let plan = cluster::job_plan_or_full(
+        args,
+        eps.len(),
+        pairs::common_rails(eps),
+        pairs::slowest_gbps(eps),
+    );
     if plan.budgeted {
         job["schedule"] = serde_json::json!(plan.describe());
     }
