@@ -88,6 +88,22 @@ fn sixteen_hosts_every_fault_kind() {
     assert_eq!(doc["schedule"]["iterations"], 38147);
     assert_eq!(doc["summary"]["false_verdicts"], 0);
     assert!(doc["retest"]["rounds"].as_u64().unwrap() >= 2);
+    // The job's own driver on the model predicts the same and runs one
+    // step a round: its simulated pair wall is at most the prediction.
+    let (code, out, err) = sim(&["16x2", "--as-job", "--json", "--inject", "link:h3:h9:0.8"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    let job: Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(job["predicted_wall_s"].as_f64(), Some(wall));
+    assert!(
+        job["pair_wall_s"].as_f64().unwrap() <= wall + 1e-9,
+        "{}",
+        job["pair_wall_s"]
+    );
+    let s = job["schedule"].as_str().unwrap();
+    assert!(
+        s.contains("1 step each (rails at once) of 0.20 s runs"),
+        "{s}"
+    );
     // The schedule before issue 35's: each of 2 rails x 2 directions its
     // own step, -n given (2 s assumed).
     let (code, out, err) = sim(&[
@@ -125,7 +141,7 @@ fn a_thousand_hosts_in_one_run() {
         "found   direction:h100:h200:0.8: direction h100 h200\n",
         "found   dead:h999: lost h999\n",
         "# result: 4 of 4 injected faults found and classified right, 0 false verdicts",
-        "999 rounds + at most 10 retest rounds, 1 step each of 0.20 s runs (chosen from the noise",
+        "999 rounds + at most 10 retest rounds, 1 step each of 0.20 s runs (chosen by the job",
     ] {
         assert!(out.contains(line), "{line}\n{out}");
     }

@@ -353,7 +353,7 @@ impl JobPlan {
                 " (assumed: give --perf-args -D SECS for a firm prediction)".to_owned()
             }
             (RunSource::Chosen { gbps, size }, Some(n)) => {
-                format!(" (chosen from the noise: -n {n} x {size} B at {gbps:.0} Gb/s)")
+                format!(" (chosen by the job: -n {n} x {size} B at {gbps:.0} Gb/s)")
             }
             _ => String::new(),
         };
