@@ -1533,26 +1533,54 @@ pub fn check_budget(args: &Args) -> Result<(), String> {
 }
 
 /// The pair stage's schedule for `size` ranks with `rails` NICs each
-/// (`--budget`, the run length of `--perf-args`), or why it cannot be.
-pub fn job_plan(args: &Args, size: usize, rails: usize) -> Result<steps::JobPlan, String> {
+/// whose slowest port runs at `gbps` (none: unknown): `--budget`, the run
+/// length of `--perf-args` (or the job's own, [`steps::run_source`]),
+/// `--rails-serial` and `--directions-serial`; or why it cannot be.
+pub fn job_plan(
+    args: &Args,
+    size: usize,
+    rails: usize,
+    gbps: Option<f64>,
+) -> Result<steps::JobPlan, String> {
     let o = pairs::options(&args.pair, 0)?;
     steps::JobPlan::new(
         size,
         args.sim.budget.map(|m| m * 60.0),
         pairs::combos(rails, args.pair.cross_rails),
-        steps::run_seconds(&o),
+        steps::run_source(&o, &args.pair.perf_args, gbps),
+        layout(args),
     )
 }
 
+/// How the pair stage lays out its steps (`--rails-serial`,
+/// `--directions-serial`).
+pub fn layout(args: &Args) -> steps::Layout {
+    steps::Layout {
+        rails_at_once: !args.pair.rails_serial,
+        directions_at_once: !args.pair.directions_serial,
+    }
+}
+
 /// [`job_plan`], or the full matrix when the budget cannot hold the
-/// rails the ranks found (more than `--devices` named): the schedule the
+/// rails the ranks found (more than `--devices` named) or the runs whose
+/// length the ports' rates did not let the job choose: the schedule the
 /// job runs.
-pub fn job_plan_or_full(args: &Args, size: usize, rails: usize) -> steps::JobPlan {
-    job_plan(args, size, rails).unwrap_or_else(|_| {
-        let run = pairs::options(&args.pair, 0)
-            .ok()
-            .and_then(|o| steps::run_seconds(&o));
-        steps::JobPlan::full(size, pairs::combos(rails, args.pair.cross_rails), run)
+pub fn job_plan_or_full(
+    args: &Args,
+    size: usize,
+    rails: usize,
+    gbps: Option<f64>,
+) -> steps::JobPlan {
+    job_plan(args, size, rails, gbps).unwrap_or_else(|_| {
+        let run = pairs::options(&args.pair, 0).map_or(steps::RunSource::Assumed, |o| {
+            steps::run_source(&o, &args.pair.perf_args, gbps)
+        });
+        steps::JobPlan::full(
+            size,
+            pairs::combos(rails, args.pair.cross_rails),
+            run,
+            layout(args),
+        )
     })
 }
 
@@ -1567,7 +1595,10 @@ pub fn check_job(args: &Args, size: usize) -> Result<(), String> {
         .filter_map(|r| pairs::given_rails(&args.pair, r).map(|v| v.len()))
         .max()
         .unwrap_or(1);
-    let plan = job_plan(args, size, rails)?;
+    // The ports' rates are not known before the ranks meet; they set only
+    // the iterations of a run whose length the job chooses, not the
+    // schedule: any rate checks it.
+    let plan = job_plan(args, size, rails, Some(100.0))?;
     let need = plan.all_ports(1);
     if u32::from(args.pair.pair_port) + need > 65535 {
         return Err(format!(

@@ -79,12 +79,47 @@ fn sixteen_hosts_every_fault_kind() {
     let flap = &doc["verdicts"][5]["why"];
     assert!(flap.as_str().unwrap().contains("flapping"), "{flap}");
     // The job's steps (issue 35): 15 rounds and up to 4 retest rounds,
-    // each 2 rails x 2 directions of 2 s runs + 0.3 s.
+    // each one step (both rails and both directions at once) of the
+    // shortest run within the noise, 0.2 s + 0.3 s, -n 38147 of 64 KiB.
+    let wall = doc["predicted_wall_s"].as_f64().unwrap();
+    assert!((wall - 19.0 * 0.5).abs() < 1e-6, "{wall}");
+    assert_eq!(doc["schedule"]["steps_per_round"], 1);
+    assert_eq!(doc["schedule"]["rails_at_once"], true);
+    assert_eq!(doc["schedule"]["iterations"], 38147);
+    assert_eq!(doc["summary"]["false_verdicts"], 0);
+    assert!(doc["retest"]["rounds"].as_u64().unwrap() >= 2);
+    // The job's own driver on the model predicts the same and runs one
+    // step a round: its simulated pair wall is at most the prediction.
+    let (code, out, err) = sim(&["16x2", "--as-job", "--json", "--inject", "link:h3:h9:0.8"]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    let job: Value = serde_json::from_str(out.trim()).expect(&out);
+    assert_eq!(job["predicted_wall_s"].as_f64(), Some(wall));
+    assert!(
+        job["pair_wall_s"].as_f64().unwrap() <= wall + 1e-9,
+        "{}",
+        job["pair_wall_s"]
+    );
+    let s = job["schedule"].as_str().unwrap();
+    assert!(
+        s.contains("1 step each (rails at once) of 0.20 s runs"),
+        "{s}"
+    );
+    // The schedule before issue 35's: each of 2 rails x 2 directions its
+    // own step, -n given (2 s assumed).
+    let (code, out, err) = sim(&[
+        "16x2",
+        "--json",
+        "--rails-serial",
+        "--directions-serial",
+        "--perf-args",
+        "-n 5000",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).expect(&out);
     let wall = doc["predicted_wall_s"].as_f64().unwrap();
     assert!((wall - 19.0 * 4.0 * 2.3).abs() < 1e-6, "{wall}");
     assert_eq!(doc["schedule"]["steps_per_round"], 4);
-    assert_eq!(doc["summary"]["false_verdicts"], 0);
-    assert!(doc["retest"]["rounds"].as_u64().unwrap() >= 2);
+    assert_eq!(doc["schedule"]["iterations"], Value::Null);
 }
 
 #[test]
@@ -106,7 +141,7 @@ fn a_thousand_hosts_in_one_run() {
         "found   direction:h100:h200:0.8: direction h100 h200\n",
         "found   dead:h999: lost h999\n",
         "# result: 4 of 4 injected faults found and classified right, 0 false verdicts",
-        "999 rounds + at most 10 retest rounds, 2 steps each",
+        "999 rounds + at most 10 retest rounds, 1 step each of 0.20 s runs (chosen by the job",
     ] {
         assert!(out.contains(line), "{line}\n{out}");
     }
@@ -245,6 +280,8 @@ fn cells_a_random_schedule_left_out_are_not_measured_not_failed() {
         "32",
         "--budget",
         "0.27",
+        "--perf-args",
+        "-n 5000",
         "--documents",
         "--out",
         dir.to_str().unwrap(),

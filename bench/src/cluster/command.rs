@@ -319,7 +319,9 @@ static LOST_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// rank 0's retest plan sent to every rank.
 #[cfg(feature = "mpi")]
 struct Perf<'a> {
-    pair: &'a pairs::PairArgs,
+    /// The pair options the runs take (`-n` added when the job chose the
+    /// run length).
+    pair: pairs::PairArgs,
     rank: usize,
     eps: &'a [Vec<pairs::Endpoint>],
     slots: Vec<usize>,
@@ -347,7 +349,7 @@ impl cluster::job::Network for Perf<'_> {
         };
         let world = self.world;
         let runs = pairs::run_round(
-            self.pair,
+            &self.pair,
             self.rank,
             self.eps,
             &self.slots,
@@ -559,7 +561,7 @@ fn nccl_pair_stage(
 ) -> (cluster::job::PairStage, cluster::steps::JobPlan, nccl::Plan) {
     let (gpus, rooms) = gpus_and_rooms(world);
     let plan = nccl::plan(&args.nccl, &gpus, &ranks_on_host(hosts), &rooms);
-    let jp = cluster::job_plan_or_full(args, hosts.len(), 1);
+    let jp = cluster::job_plan_or_full(args, hosts.len(), 1, None);
     if rank == 0 {
         let line = format!(
             "erdma-cluster: NCCL pairs: {}; {}\n",
@@ -639,8 +641,12 @@ fn pair_stage(
     };
     let slots = cluster::host_slots(hosts);
     let ports = cluster::job::Ports::new(args.pair.pair_port, &slots);
+    let mut pair = args.pair.clone();
+    if let Some(n) = plan.iterations() {
+        pair.perf_args = format!("{} -n {n}", pair.perf_args);
+    }
     let mut net = Perf {
-        pair: &args.pair,
+        pair,
         rank,
         eps: &eps,
         slots: slots.clone(),
@@ -685,8 +691,12 @@ fn latency_stage(
     lat.perf_args = cluster::latency::perf_args(&args.pair.perf_args, &args.pair.latency_args);
     // A 2-byte ping-pong's payload is not what the check is for.
     lat.no_verify = true;
+    // One direction a step: a ping-pong timed beside its reverse on the
+    // same hosts measures their CPUs' sharing, not the path.
     let lplan = cluster::steps::JobPlan {
         combos: vec![(0, 0)],
+        together: false,
+        rails_at_once: false,
         ..plan.clone()
     };
     let lports = cluster::job::Ports {
@@ -707,7 +717,7 @@ fn latency_stage(
     }
     let t0 = std::time::Instant::now();
     let mut net = Perf {
-        pair: &lat,
+        pair: lat.clone(),
         rank,
         eps,
         slots,
@@ -735,7 +745,12 @@ fn announce(
     eps: &[Vec<pairs::Endpoint>],
     job: &mut serde_json::Value,
 ) -> cluster::steps::JobPlan {
-    let plan = cluster::job_plan_or_full(args, eps.len(), pairs::common_rails(eps));
+    let plan = cluster::job_plan_or_full(
+        args,
+        eps.len(),
+        pairs::common_rails(eps),
+        pairs::slowest_gbps(eps),
+    );
     if plan.budgeted {
         job["schedule"] = serde_json::json!(plan.describe());
     }

@@ -285,7 +285,11 @@ mod tests {
     #[test]
     fn a_round_becomes_matchings_of_its_pairs() {
         // Today's schedule: each direction its own step, one partner.
-        let r = steps::round_steps(&[(0, 1), (1, 0), (2, 3), (3, 2)], &[(0, 0)], false);
+        let r = steps::round_steps(
+            &[(0, 1), (1, 0), (2, 3), (3, 2)],
+            &[(0, 0)],
+            steps::Layout::SERIAL,
+        );
         assert_eq!(matchings(&r), vec![vec![(0, 1), (2, 3)]]);
         // Two partners per round (a budget's): two matchings.
         let r: Round = vec![vec![flow(0, 1), flow(1, 2), flow(2, 3), flow(3, 0)]];
@@ -303,7 +307,12 @@ mod tests {
     #[test]
     fn the_schedule_is_the_pair_stages_one_run_per_round() {
         // 4 hosts, the full matrix: 3 rounds, one split run each.
-        let jp = steps::JobPlan::full(4, vec![(0, 0)], Some(2.0));
+        let jp = steps::JobPlan::full(
+            4,
+            vec![(0, 0)],
+            steps::RunSource::Duration(2.0),
+            steps::Layout::SERIAL,
+        );
         let line = schedule_line(&jp);
         assert!(line.starts_with("3 rounds + at most"), "{line}");
         assert!(line.contains("3 split all_reduce runs"), "{line}");
@@ -313,7 +322,15 @@ mod tests {
             (3 + jp.plan.retest_rounds) as f64 * per
         );
         // 5 hosts: 5 rounds, each leaves one host out.
-        assert_eq!(main_runs(&steps::JobPlan::full(5, vec![(0, 0)], None)), 5);
+        assert_eq!(
+            main_runs(&steps::JobPlan::full(
+                5,
+                vec![(0, 0)],
+                steps::RunSource::Assumed,
+                steps::Layout::SERIAL
+            )),
+            5
+        );
     }
 
     #[test]

@@ -41,6 +41,15 @@ pub struct PairArgs {
     /// other NIC of its partner.
     #[arg(long)]
     pub cross_rails: bool,
+    /// Run a host's rails one after another (for NICs that share a PCIe
+    /// switch or the host's CPUs); by default every rail's runs go at once.
+    #[arg(long)]
+    pub rails_serial: bool,
+    /// Run each direction of a pair on its own, one after the other; by
+    /// default a pair's two directions run at once (one run each way, each
+    /// direction measured on its own).
+    #[arg(long)]
+    pub directions_serial: bool,
     /// More erdma-perf options for every pair, e.g. "-x 1 -s 1048576 -n 1000
     /// --report_gbits" (iWARP devices get -R without asking).
     #[arg(
@@ -291,6 +300,8 @@ pub struct Endpoint {
     pub iwarp: bool,
     /// The address peers reach it at.
     pub addr: String,
+    /// Its port's active rate in Gb/s (none when the device does not tell).
+    pub gbps: Option<f64>,
 }
 
 /// Every rail of this rank, as the JSON text it sends to the others.
@@ -303,7 +314,7 @@ pub fn local_endpoints(a: &PairArgs, rank: usize, o: &Options, host: &dyn Host) 
                 o.device = d.clone();
             }
             let (iwarp, addr) = local_endpoint(&o, host);
-            json!({"device": d, "iwarp": iwarp, "addr": addr})
+            json!({"device": d, "iwarp": iwarp, "addr": addr, "gbps": port_gbps(&o)})
         })
         .collect();
     Value::Array(eps).to_string()
@@ -319,12 +330,14 @@ pub fn parse_endpoints(text: &str) -> Vec<Endpoint> {
                 device: e["device"].as_str().map(str::to_owned),
                 iwarp: e["iwarp"].as_bool().unwrap_or(false),
                 addr: e["addr"].as_str().unwrap_or("").to_owned(),
+                gbps: e["gbps"].as_f64().filter(|g| *g > 0.0),
             })
             .collect(),
         _ => vec![Endpoint {
             device: None,
             iwarp: false,
             addr: text.to_owned(),
+            gbps: None,
         }],
     }
 }
@@ -353,6 +366,32 @@ pub fn local_endpoint(o: &Options, host: &dyn Host) -> (bool, String) {
         iwarp,
         ip.map_or_else(perf::output::hostname, |ip| ip.to_string()),
     )
+}
+
+/// The active rate of `o`'s device and port in Gb/s (width x speed), none
+/// when it cannot be read.
+fn port_gbps(o: &Options) -> Option<f64> {
+    let list = erdma::devices();
+    let dev = match &o.device {
+        Some(n) => list.find(n).ok(),
+        None => list.iter().next(),
+    }?;
+    dev.open().ok()?.port(o.ib_port).ok()?.rate_gbps()
+}
+
+/// The slowest port rate of the rails every rank runs (`common_rails`
+/// of each), none when any rank's is unknown: what the job sizes its runs
+/// by ([`steps::run_source`]). A lost rank (no endpoints) is left out.
+pub fn slowest_gbps(eps: &[Vec<Endpoint>]) -> Option<f64> {
+    let rails = common_rails(eps);
+    let mut slowest: Option<f64> = None;
+    for e in eps.iter().filter(|e| !e.is_empty()) {
+        for ep in e.iter().take(rails) {
+            let g = ep.gbps?;
+            slowest = Some(slowest.map_or(g, |s| s.min(g)));
+        }
+    }
+    slowest
 }
 
 fn interface_ipv4(host: &dyn Host, name: &str) -> Option<Ipv4Addr> {
@@ -1194,6 +1233,8 @@ mod tests {
             cross_rails: false,
             latency: false,
             latency_args: super::super::latency::DEFAULT_ARGS.into(),
+            rails_serial: false,
+            directions_serial: false,
         }
     }
 

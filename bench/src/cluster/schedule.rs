@@ -7,8 +7,8 @@
 //! `partners` flows on each NIC: a port sends and receives at once (full
 //! duplex), so a pair's two directions run together. In this module's own
 //! time model ([`choose`], [`Plan::predicted_wall_s`]) all NICs of a host run
-//! the same round on their own rail at once; the job runs the rails one
-//! after another, and its prediction ([`super::steps::JobPlan`]) is the one
+//! the same round on their own rail at once, as the job does by default
+//! (`--rails-serial`: one after another); the job's prediction ([`super::steps::JobPlan`]) is the one
 //! the job and the simulator print.
 
 /// The time model of one round (docs/cluster-diagnosis.md, "The model").
@@ -311,30 +311,42 @@ pub fn choose(hosts: usize, budget_s: Option<f64>, m: &Model, seed: u64) -> Resu
     })
 }
 
-/// The real job's schedule for `hosts` within `budget_s` seconds, its runs
-/// as long as erdma-perf's options make them (`run_s`, not shortened to fit:
-/// `-D` takes whole seconds) and `steps` steps of runs in a round (one per
-/// rail, each followed by a meeting of the ranks). Prefers, as [`choose`]
-/// does, the full matrix with 1, 2, 4 or 8 partners per round, then as many
-/// rounds of random pairings (8 partners) as fit; the retest rounds are
-/// counted at their maximum.
+/// The real job's schedule for `hosts` within `budget_s` seconds, with
+/// `steps` steps of runs in a round (each followed by a meeting of the
+/// ranks). Its runs are `run_s` long when erdma-perf's options fix it
+/// (`-D`, or the length assumed for `-n`: not shortened to fit), else
+/// (`None`: the job chooses) the longest up to the model's default that
+/// fits, never shorter than [`Model::min_run`] for the partners sharing a
+/// port. Prefers, as [`choose`] does, the full matrix with 1, 2, 4 or 8
+/// partners per round, then as many rounds of random pairings (8 partners)
+/// as fit; the retest rounds are counted at their maximum.
 pub fn choose_for_job(
     hosts: usize,
     budget_s: f64,
     m: &Model,
-    run_s: f64,
+    run_s: Option<f64>,
     steps: usize,
     seed: u64,
 ) -> Result<Plan, String> {
     let budget = budget_s * BUDGET_SHARE;
     let retest = retest_rounds(hosts);
-    let round = steps.max(1) as f64 * m.round_s(run_s);
+    let steps = steps.max(1) as f64;
     for k in [1, 2, 4, 8] {
-        let p = Plan::full(hosts, k, run_s);
-        if (p.rounds + retest) as f64 * round <= budget {
-            return Ok(p);
+        let p = Plan::full(hosts, k, run_s.unwrap_or(m.default_run_s));
+        let rounds = (p.rounds + retest) as f64 * steps;
+        match run_s {
+            Some(run) if rounds * m.round_s(run) <= budget => return Ok(p),
+            None => {
+                let fit = (budget / rounds - m.overhead_s).min(m.default_run_s);
+                if fit >= m.min_run(k) {
+                    return Ok(Plan { run_s: fit, ..p });
+                }
+            }
+            Some(_) => {}
         }
     }
+    let run = run_s.unwrap_or_else(|| m.min_run(8));
+    let round = steps * m.round_s(run);
     let rounds = (budget / round).floor() as usize;
     if rounds <= retest {
         return Err(format!(
@@ -351,7 +363,7 @@ pub fn choose_for_job(
         pattern: Pattern::Random,
         hosts,
         partners: 8,
-        run_s,
+        run_s: run,
         rounds: rounds - retest,
         retest_rounds: retest,
         seed,
@@ -540,22 +552,43 @@ mod tests {
     fn the_real_job_keeps_its_run_length_and_fits_the_budget() {
         let m = Model::default();
         // 4 hosts, 2 rails, 1 s runs: (3 + 2) rounds x 2 steps x 1.3 s = 13 s.
-        let p = choose_for_job(4, 60.0, &m, 1.0, 2, 1).unwrap();
+        let p = choose_for_job(4, 60.0, &m, Some(1.0), 2, 1).unwrap();
         assert_eq!((p.pattern, p.partners, p.rounds), (Pattern::Full, 1, 3));
         assert_eq!(p.run_s, 1.0);
         // 8 partners at once: 2 rounds + 4 retests of 1.3 s (7.8 s) fit 95%
         // of 9 s; 4 partners (10.4 s) do not.
-        let p = choose_for_job(16, 9.0, &m, 1.0, 1, 1).unwrap();
+        let p = choose_for_job(16, 9.0, &m, Some(1.0), 1, 1).unwrap();
         assert_eq!((p.pattern, p.partners, p.rounds), (Pattern::Full, 8, 2));
         // 1000 hosts in 10 minutes with 5 s runs: random pairings only
         // (the full matrix with 8 partners needs 135 rounds of 5.3 s).
-        let p = choose_for_job(1000, 600.0, &m, 5.0, 1, 7).unwrap();
+        let p = choose_for_job(1000, 600.0, &m, Some(5.0), 1, 7).unwrap();
         assert_eq!(
             (p.pattern, p.rounds, p.retest_rounds),
             (Pattern::Random, 97, 10)
         );
-        let e = choose_for_job(1000, 6.0, &m, 5.0, 1, 7).unwrap_err();
+        let e = choose_for_job(1000, 6.0, &m, Some(5.0), 1, 7).unwrap_err();
         assert!(e.contains("give a larger budget or shorter runs"), "{e}");
+        // The job's own run length: 1000 hosts in 10 minutes, one step a
+        // round: the full matrix with one partner, its runs stretched to
+        // fill 95% of the budget (570 s / 1009 rounds - 0.3 s = 0.265 s),
+        // above the shortest that measures within the noise (0.2 s).
+        let p = choose_for_job(1000, 600.0, &m, None, 1, 7).unwrap();
+        assert_eq!((p.pattern, p.partners, p.rounds), (Pattern::Full, 1, 999));
+        assert!(
+            (p.run_s - (570.0 / 1009.0 - 0.3)).abs() < 1e-9,
+            "{}",
+            p.run_s
+        );
+        assert!(p.predicted_wall_s(&m) <= 570.0 + 1e-9);
+        // Two steps a round: one partner no longer fits 0.2 s runs; two
+        // partners (500 + 10 rounds x 2 steps) do, each run at least
+        // min_run(2) = 0.22 s.
+        let p = choose_for_job(1000, 600.0, &m, None, 2, 7).unwrap();
+        assert_eq!((p.pattern, p.partners), (Pattern::Full, 2));
+        assert!(p.run_s >= m.min_run(2) && p.run_s <= m.default_run_s);
+        // A large budget: runs no longer than the default.
+        let p = choose_for_job(4, 600.0, &m, None, 1, 7).unwrap();
+        assert_eq!(p.run_s, m.default_run_s);
     }
 
     #[test]

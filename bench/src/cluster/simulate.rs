@@ -838,7 +838,7 @@ fn setup(args: &super::Args) -> Result<Setup, String> {
         noise: noise.spread,
         ..Model::default()
     };
-    let job = super::job_plan(args, hosts, nics)?;
+    let job = super::job_plan(args, hosts, nics, Some(a.port_gbps))?;
     let plan = Plan {
         seed: a.seed,
         ..job.plan.clone()
@@ -1264,6 +1264,7 @@ fn render_json(a: &SimArgs, s: &Setup, names: &[String], results: &[ClusterResul
                      "run_s": s.plan.run_s, "rounds": s.plan.rounds, "retest_rounds_max": s.plan.retest_rounds,
                      "overhead_s": s.job.model.overhead_s, "finds_capacity_cuts": s.plan.finds_capacity_cuts(),
                      "steps_per_round": s.job.steps_per_round(), "together": s.job.together,
+                     "rails_at_once": s.job.rails_at_once, "iterations": s.job.iterations(),
                      "describe": s.job.describe()},
         "predicted_wall_s": s.job.predicted_wall_s(),
         "simulated_wall_s": o.wall_s,

@@ -82,7 +82,8 @@ impl Noise {
                 )
             };
             let frac = |s: &str, what: &str| {
-                super::fraction(s).map_err(|_| bad(&format!("'{s}' is not {what}")))
+                super::fraction(s)
+                    .map_err(|_| bad(&format!("'{s}' is not {what} (a fraction from 0 to 0.5)")))
             };
             let factor = |s: &str| {
                 s.parse::<f64>()
