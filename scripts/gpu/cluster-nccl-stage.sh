@@ -11,17 +11,18 @@
 # stop-in-nccl:1 test hook) as its cluster run starts: rank 0 must name it
 # lost within --timeout (the collectives' census) and the job exit 5,
 # (5) four ranks as two hosts of two, host 0 slowed by the driver's slow
-# hook: each host's stage its own time.
+# hook: each host's stage its own time, (6) the NCCL pairs (--nccl-pairs)
+# of four ranks as four hosts, rank 2 slowed: the nccl rail's matrix.
 #
 # Build (on the build machine, from the repository root):
 #   scripts/gpu/cluster-nccl-stage.sh --build DIR   # release erdma-cluster + this script
 # Run (on the GPU machine; Open MPI's mpirun, no Rust needed):
 #   bash DIR/cluster-nccl-stage.sh [OUTDIR]          # OUTDIR defaults to DIR/nccl-stage-out
 # Dry parts (no GPU, no mpirun needed): DRY=1 prints the commands only.
-# ONLY=NAME runs one case (np1, np2, apart, stop, hosts); BACKEND=mpi expects the
+# ONLY=NAME runs one case (np1, np2, apart, stop, hosts, ncclpairs); BACKEND=mpi expects the
 # MPI backend instead of NCCL (the logic checked on a machine without GPU).
 #
-# Writes OUTDIR/{np1,np2,apart,stop,hosts}.json and .err, and each run's --out directory;
+# Writes OUTDIR/{np1,np2,apart,stop,hosts,ncclpairs}.json and .err, and each run's --out directory;
 # prints each check with PASS/FAIL; exits 0 only if every check passed.
 set -u
 if [[ ${1:-} == --build ]]; then
@@ -207,6 +208,31 @@ assert t[0] != t[1], t
 if os.environ["BACKEND"] == "mpi":
     assert t[0] > 4000 and t[1] < t[0] / 2, t
 print("  ", [(s["name"], s["rows"][-1]["time_us"], s["rows"][-1]["busbw"]) for s in h])
+'
+
+echo "== (6) NCCL pairs: four ranks on GPU 0 as four hosts, rank 2 slowed"
+# --nccl-pairs (issue 37): the pair stage's rounds, all_reduce between the
+# two hosts of each pair on communicators split per pair (two pairs at
+# once, all on GPU 0, NCCL over loopback sockets); rank 2 waits 2 s before
+# each collective (the cluster's slow hook), so its pairs are the matrix's
+# slowest whatever the shared GPU does to the others.
+job ncclpairs 4 "${ONE[@]}" ERDMA_CLUSTER_HOOK=hosts-apart:1,slow:2,nccl-slow-ms:2000 -- \
+  --nccl-pairs --nccl-args "-b 64K -e 64K -n 2 -w 1 -c 1"
+check ncclpairs "backend nccl, the nccl rail full and symmetric, rank 2's pairs the slowest" '
+import json, os, sys
+d = json.load(open(sys.argv[1])); p = d["pairs"]
+assert p["nccl"]["backend"] == os.environ["BACKEND"], p["nccl"]
+rails = [r for r in p["rails"] if r["rail"] == 1000]
+assert len(rails) == 1, p["rails"]
+g = rails[0]["gbps"]
+cells = {(i, j): g[i][j] for i in range(4) for j in range(4) if i != j}
+assert all(v and v > 0 for v in cells.values()), g
+assert all(cells[(i, j)] == cells[(j, i)] for (i, j) in cells), g
+slow = [v for (i, j), v in cells.items() if 2 in (i, j)]
+fast = [v for (i, j), v in cells.items() if 2 not in (i, j)]
+assert max(slow) < min(fast), g
+print("   rank 2 at most %.4f Gb/s, the others at least %.4f;" % (max(slow), min(fast)),
+      [(v["kind"], v["hosts"], v["status"]) for v in d["verdicts"] if v["kind"] != "lost"])
 '
 
 echo "== $passed passed, ${#failed[@]} failed"
