@@ -53,8 +53,8 @@ const PATH_OPTIONS: [(&str, &str, bool); 9] = [
 ];
 
 /// The latency runs' erdma-perf options: the path options of `perf_args`
-/// ([`PATH_OPTIONS`], as given: `-x 3`, `-x3`, `--gid-index=3`), then
-/// `latency_args`.
+/// (GID index, MTU, port, RDMA CM and the like, as given: `-x 3`, `-x3`,
+/// `--gid-index=3`), then `latency_args`.
 pub fn perf_args(perf_args: &str, latency_args: &str) -> String {
     let words: Vec<&str> = perf_args.split_whitespace().collect();
     let mut kept: Vec<&str> = Vec::new();
