@@ -18,10 +18,6 @@ use crate::doctor::Status;
 /// The erdma-perf test of each latency run.
 pub const TEST: &str = "write_lat";
 
-/// `--latency-args` by default: 1000 ping-pongs of erdma-perf's default
-/// size (2 bytes).
-pub const DEFAULT_ARGS: &str = "-n 1000";
-
 /// How many scaled MADs over the reference a latency must be to be named
 /// (Iglewicz and Hoaglin's 3.5 for the modified z-score).
 pub const K: f64 = 3.5;
@@ -492,6 +488,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::pairs::LATENCY_ARGS;
 
     fn names(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("h{i}")).collect()
@@ -518,10 +515,10 @@ mod tests {
             "-x 3 -m 1024 -R -n 500"
         );
         assert_eq!(
-            perf_args("-x3 --gid-index=2 --tclass 96 -a", DEFAULT_ARGS),
+            perf_args("-x3 --gid-index=2 --tclass 96 -a", LATENCY_ARGS),
             "-x3 --gid-index=2 --tclass 96 -n 1000"
         );
-        assert_eq!(perf_args("", DEFAULT_ARGS), "-n 1000");
+        assert_eq!(perf_args("", LATENCY_ARGS), "-n 1000");
     }
 
     #[test]

@@ -18,15 +18,14 @@ use serde_json::{Value, json};
 use super::pairs::PairRun;
 use super::steps::Round;
 
-/// The rail index of the NCCL pairs in the matrix: far above any host's
-/// NIC count, so that the NIC rails keep theirs.
-pub const RAIL: usize = 1000;
+/// The rail index of the NCCL pairs in the matrix ([`super::pairs::NCCL_RAIL`]).
+pub const RAIL: usize = super::pairs::NCCL_RAIL;
 
 /// The device name each rank has on the [`RAIL`]: the rail's name.
 pub const DEVICE: &str = "nccl";
 
-/// The collective each pair runs.
-pub const TEST: &str = "all_reduce";
+/// The collective each pair runs ([`super::pairs::NCCL_TEST`]).
+pub const TEST: &str = super::pairs::NCCL_TEST;
 
 /// How many Gb/s one GB/s of busbw is in the matrix (its unit is Gb/s).
 pub const GBPS_PER_GBYTES: f64 = 8.0;

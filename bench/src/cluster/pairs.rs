@@ -18,6 +18,19 @@ use crate::perf::options::{Options, Parsed};
 /// The erdma-perf tests a pair may run.
 pub const TESTS: [&str; 3] = ["write_bw", "read_bw", "send_bw"];
 
+/// The rail index of the NCCL pairs (`--nccl-pairs`) in the matrix: far
+/// above any host's NIC count, so that the NIC rails keep theirs. Defined
+/// here, where the matrix is rendered and named, so that the stages on top
+/// (`ncclpairs`, `latency`) import the matrix and never the other way.
+pub const NCCL_RAIL: usize = 1000;
+
+/// The collective each NCCL pair runs.
+pub const NCCL_TEST: &str = "all_reduce";
+
+/// `--latency-args` by default: 1000 ping-pongs of erdma-perf's default
+/// size (2 bytes).
+pub const LATENCY_ARGS: &str = "-n 1000";
+
 /// The options of the pair stage (part of erdma-cluster's command line).
 #[derive(Debug, Clone, clap::Args)]
 pub struct PairArgs {
@@ -69,7 +82,7 @@ pub struct PairArgs {
     #[arg(
         long,
         value_name = "OPTIONS",
-        default_value = super::latency::DEFAULT_ARGS,
+        default_value = LATENCY_ARGS,
         allow_hyphen_values = true
     )]
     pub latency_args: String,
@@ -142,7 +155,7 @@ impl PairRun {
         };
         match self.rail {
             Some(0) => String::new(),
-            Some(super::ncclpairs::RAIL) => "-nccl".into(),
+            Some(NCCL_RAIL) => "-nccl".into(),
             Some(k) => format!("-rail{k}"),
             None => format!(
                 "-{}-{}",
@@ -1005,11 +1018,11 @@ impl Matrix {
     /// The text section (`labels[i]`: rank i's name).
     pub fn render_text(&self, labels: &[String]) -> String {
         let n = self.gbps.len();
-        let nccl = super::ncclpairs::RAIL;
+        let nccl = NCCL_RAIL;
         let mut s = if !self.rails.is_empty() && self.rails.iter().all(|r| r.rail == nccl) {
             format!(
                 "# NCCL pairs: {} busbw x 8 in Gb/s (each pair's cells alike)\n",
-                super::ncclpairs::TEST
+                NCCL_TEST
             )
         } else {
             format!(
@@ -1034,7 +1047,7 @@ impl Matrix {
             if r.rail == nccl {
                 s.push_str(&format!(
                     "rail nccl: {} busbw x 8 in Gb/s (each pair's cells alike)\n",
-                    super::ncclpairs::TEST
+                    NCCL_TEST
                 ));
             } else {
                 s.push_str(&format!("rail {} ({})\n", r.rail, devs.join(", ")));
@@ -1232,7 +1245,7 @@ mod tests {
             no_verify: false,
             cross_rails: false,
             latency: false,
-            latency_args: super::super::latency::DEFAULT_ARGS.into(),
+            latency_args: super::LATENCY_ARGS.into(),
             rails_serial: false,
             directions_serial: false,
         }
