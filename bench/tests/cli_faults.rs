@@ -332,17 +332,7 @@ fn cluster_out(out: &Path, fsize_kb: Option<u64>) -> Ended {
     let Some(kb) = fsize_kb else {
         return Proc::spawn(c).wait(LIMIT);
     };
-    let mut sh = Command::new("bash");
-    sh.arg("-c")
-        .arg(format!("trap '' XFSZ; ulimit -f {kb}; exec \"$0\" \"$@\""))
-        .arg(c.get_program())
-        .args(c.get_args());
-    for (k, v) in c.get_envs() {
-        match v {
-            Some(v) => sh.env(k, v),
-            None => sh.env_remove(k),
-        };
-    }
+    let sh = cgroup_common::in_shell(&format!("trap '' XFSZ; ulimit -f {kb};"), &c);
     Proc::spawn(sh).wait(LIMIT)
 }
 

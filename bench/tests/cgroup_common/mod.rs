@@ -51,22 +51,28 @@ impl Cgroup {
 
     /// `c` started inside the cgroup.
     pub fn wrap(&self, c: &Command) -> Command {
-        let mut sh = Command::new("bash");
-        sh.arg("-c")
-            .arg(format!(
-                "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
-                self.0.display()
-            ))
-            .arg(c.get_program())
-            .args(c.get_args());
-        for (k, v) in c.get_envs() {
-            match v {
-                Some(v) => sh.env(k, v),
-                None => sh.env_remove(k),
-            };
-        }
-        sh
+        in_shell(
+            &format!("echo $$ > {}/cgroup.procs &&", self.0.display()),
+            c,
+        )
     }
+}
+
+/// `c` (its program, arguments and environment) exec'd by bash after
+/// `prefix` (`ulimit -f 64;`, a cgroup's join): a limit set for `c` alone.
+pub fn in_shell(prefix: &str, c: &Command) -> Command {
+    let mut sh = Command::new("bash");
+    sh.arg("-c")
+        .arg(format!("{prefix} exec \"$0\" \"$@\""))
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    sh
 }
 
 impl Drop for Cgroup {
